@@ -1,0 +1,117 @@
+//! API-key authentication for every `/api/*` request (SPEC A1-A3).
+//!
+//! HTTP Basic with user name `x-api-key` (or the key's organization id) and the key as password.
+//! The key is hashed under the database pepper and looked up by hash; the final comparison is
+//! constant-time. Every refusal looks the same from outside: 401, `invalid_key` (or
+//! `expired_key` for a rolled key past its grace), and `WWW-Authenticate`.
+
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, header};
+use axum::middleware::Next;
+use axum::response::Response;
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+
+use super::AppState;
+use crate::domain::api_key::{ApiKey, KeyState, Scope, SecretKey};
+use crate::error::{AuthFailure, Error};
+
+/// The user name every client may send.
+pub const API_KEY_USER: &str = "x-api-key";
+/// Longest Authorization header worth decoding; real ones are under 200 bytes.
+const AUTHORIZATION_LEN_MAX: usize = 1024;
+
+/// The authenticated caller, available to every handler under `/api`.
+#[derive(Debug, Clone)]
+pub struct Principal {
+    pub key: ApiKey,
+}
+
+impl Principal {
+    pub fn scope(&self) -> Scope {
+        self.key.scope()
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Principal {
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        parts.extensions.get::<Principal>().cloned().ok_or(Error::Unauthorized(AuthFailure::Invalid))
+    }
+}
+
+/// Middleware: authenticates, or answers 401 before routing (so unknown paths say 401, not 404).
+pub async fn require_api_key(State(state): State<AppState>, mut request: Request, next: Next) -> Result<Response, Error> {
+    let key = authenticate(&state, request.headers()).await?;
+    request.extensions_mut().insert(Principal { key });
+    Ok(next.run(request).await)
+}
+
+async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<ApiKey, Error> {
+    let invalid = Error::Unauthorized(AuthFailure::Invalid);
+    let (user, secret) = basic_credentials(headers).ok_or(Error::Unauthorized(AuthFailure::Invalid))?;
+    let secret = SecretKey::parse(&secret).ok_or(Error::Unauthorized(AuthFailure::Invalid))?;
+    let hash = state.store.key_hasher().hash(&secret);
+    let Some((key, stored_hash)) = state.store.api_key_by_hash(&hash).await? else {
+        return Err(invalid);
+    };
+    if !stored_hash.matches(&hash) {
+        return Err(invalid);
+    }
+    if user != API_KEY_USER && user != key.organization_id {
+        return Err(invalid);
+    }
+    match key.state(state.clock.now()) {
+        KeyState::Active => Ok(key),
+        KeyState::Expired => Err(Error::Unauthorized(AuthFailure::Expired)),
+        KeyState::Revoked => Err(invalid),
+    }
+}
+
+/// `(user, password)` from `Authorization: Basic base64(user:password)`.
+pub fn basic_credentials(headers: &HeaderMap) -> Option<(String, String)> {
+    let value = headers.get(header::AUTHORIZATION)?.as_bytes();
+    if value.len() > AUTHORIZATION_LEN_MAX {
+        return None;
+    }
+    let value = std::str::from_utf8(value).ok()?.trim();
+    let (scheme, encoded) = value.split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return None;
+    }
+    let decoded = STANDARD.decode(encoded.trim()).ok()?;
+    let decoded = String::from_utf8(decoded).ok()?;
+    let (user, password) = decoded.split_once(':')?;
+    Some((user.to_owned(), password.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn with_auth(value: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::AUTHORIZATION, HeaderValue::from_str(value).unwrap());
+        headers
+    }
+
+    #[test]
+    fn a1_parses_basic_credentials() {
+        let encoded = STANDARD.encode("x-api-key:pr_sandbox_abc:def");
+        let parsed = basic_credentials(&with_auth(&format!("Basic {encoded}")));
+        assert_eq!(parsed, Some(("x-api-key".into(), "pr_sandbox_abc:def".into())));
+        assert!(basic_credentials(&with_auth(&format!("basic {encoded}"))).is_some());
+    }
+
+    #[test]
+    fn a2_rejects_malformed_credentials() {
+        let no_colon = STANDARD.encode("x-api-key");
+        for bad in ["Bearer abc", "Basic", "Basic !!!", &format!("Basic {no_colon}"), "Digest x"] {
+            assert_eq!(basic_credentials(&with_auth(bad)), None, "{bad}");
+        }
+        assert_eq!(basic_credentials(&HeaderMap::new()), None);
+    }
+}

@@ -1,0 +1,164 @@
+//! Request extractors that fail in the contract's words: JSON bodies (400 malformed, 413 too
+//! large, 415 wrong type, 422 naming the bad field), form-decoded query strings, path ids.
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{FromRequest, FromRequestParts, Path, Request};
+use axum::http::header;
+use axum::http::request::Parts;
+use serde::de::DeserializeOwned;
+
+use crate::error::Error;
+
+/// A JSON request body, deserialised into `T`. Unknown fields are ignored (newer SDKs send
+/// fields this server does not know yet).
+#[derive(Debug)]
+pub struct JsonBody<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
+    type Rejection = Error;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let content_type = request.headers().get(header::CONTENT_TYPE).cloned();
+        let limit = request.extensions().get::<BodyLimit>().map_or(0, |l| l.0);
+        let bytes = Bytes::from_request(request, state).await.map_err(|rejection| body_error(rejection, limit))?;
+        if bytes.is_empty() && content_type.is_none() {
+            return parse_json::<T>(b"{}").map(JsonBody);
+        }
+        if !content_type.as_ref().and_then(|v| v.to_str().ok()).is_some_and(is_json) {
+            return Err(Error::UnsupportedMediaType {
+                message: "Request bodies must be JSON: send Content-Type: application/json.".into(),
+            });
+        }
+        parse_json::<T>(&bytes).map(JsonBody)
+    }
+}
+
+/// The body limit in force, put in the request's extensions so errors can state it.
+#[derive(Debug, Clone, Copy)]
+pub struct BodyLimit(pub usize);
+
+fn is_json(content_type: &str) -> bool {
+    let essence = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
+}
+
+fn body_error(rejection: BytesRejection, limit_bytes: usize) -> Error {
+    let too_large = rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE;
+    if too_large {
+        Error::PayloadTooLarge { limit_bytes }
+    } else {
+        Error::bad_request("invalid_request", "The request body could not be read.", None)
+    }
+}
+
+/// Parses JSON text: 400 if it is not JSON, 422 naming the field if it does not fit `T`.
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
+    let value: serde_json::Value = serde_json::from_slice(if bytes.is_empty() { b"{}" } else { bytes })
+        .map_err(|err| Error::bad_request("malformed_json", format!("The request body is not valid JSON: {err}."), None))?;
+    if !value.is_object() {
+        return Err(Error::bad_request("malformed_json", "The request body must be a JSON object.", None));
+    }
+    serde_path_to_error::deserialize(value).map_err(|err| {
+        let path = err.path().to_string();
+        let inner = err.into_inner().to_string();
+        // serde reports a missing field at the parent's path; name the field itself.
+        if let Some(field) = inner.strip_prefix("missing field `").and_then(|rest| rest.split('`').next()) {
+            let parameter = if path == "." { field.to_owned() } else { format!("{path}.{field}") };
+            return Error::missing(parameter);
+        }
+        let parameter = if path == "." { "body".to_owned() } else { path };
+        Error::invalid(parameter.clone(), format!("{parameter} is invalid: {inner}"))
+    })
+}
+
+/// A query string, form-decoded (`+` is a space, SPEC L2). Unknown parameters are ignored.
+#[derive(Debug, Default, Clone)]
+pub struct QueryParams(pub Vec<(String, String)>);
+
+impl QueryParams {
+    pub fn parse(query: Option<&str>) -> Self {
+        QueryParams(form_urlencoded::parse(query.unwrap_or("").as_bytes()).into_owned().collect())
+    }
+
+    /// The last value given for `name`, if any (a later value overrides an earlier one).
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+
+    /// Every `metadata[key]=value` pair, in order.
+    pub fn metadata(&self) -> Vec<(String, String)> {
+        self.0
+            .iter()
+            .filter_map(|(k, v)| {
+                let key = k.strip_prefix("metadata[")?.strip_suffix(']')?;
+                Some((key.to_owned(), v.clone()))
+            })
+            .collect()
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for QueryParams {
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        Ok(QueryParams::parse(parts.uri.query()))
+    }
+}
+
+/// The `{id}` segment of a path. An id that cannot name anything is simply not found.
+#[derive(Debug)]
+pub struct PathId(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for PathId {
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let Path(id) = Path::<String>::from_request_parts(parts, state)
+            .await
+            .map_err(|_| Error::NotFound { message: "resource not found".into() })?;
+        Ok(PathId(id))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(serde::Deserialize, Debug)]
+    #[allow(dead_code)]
+    struct Input {
+        name: String,
+        amount: Option<i64>,
+    }
+
+    #[test]
+    fn l3_malformed_json_is_400_and_bad_field_is_422_naming_it() {
+        assert!(matches!(parse_json::<Input>(b"{"), Err(Error::BadRequest { .. })));
+        assert!(matches!(parse_json::<Input>(b"[1]"), Err(Error::BadRequest { .. })));
+        match parse_json::<Input>(br#"{"name":"a","amount":"ten"}"#) {
+            Err(Error::Invalid { parameter, .. }) => assert_eq!(parameter, "amount"),
+            other => panic!("{other:?}"),
+        }
+        match parse_json::<Input>(br#"{"amount":1}"#) {
+            Err(Error::Invalid { parameter, code, .. }) => assert_eq!((parameter.as_str(), code), ("name", "parameter_missing")),
+            other => panic!("{other:?}"),
+        }
+        assert!(parse_json::<Input>(br#"{"name":"a","unknown":true}"#).is_ok());
+    }
+
+    #[test]
+    fn l2_query_is_form_decoded() {
+        let q = QueryParams::parse(Some("metadata%5Bteam%5D=a+b&metadata[x]=c%20d&name=z&name=y"));
+        assert_eq!(q.metadata(), vec![("team".into(), "a b".into()), ("x".into(), "c d".into())]);
+        assert_eq!(q.get("name"), Some("y"));
+        assert_eq!(q.get("missing"), None);
+    }
+
+    #[test]
+    fn l3_content_types() {
+        assert!(is_json("application/json; charset=utf-8"));
+        assert!(is_json("application/merge-patch+json"));
+        assert!(!is_json("text/plain"));
+    }
+}

@@ -1,0 +1,306 @@
+//! The idempotency layer (SPEC I1-I8, I11) and the commit gate every write runs behind.
+//!
+//! For a POST with `Idempotency-Key`, the key is claimed as soon as the headers are in, before
+//! the body is read, so a request still uploading is already in flight (I6). The handler then
+//! runs in its own task: a client that disconnects cannot cancel it halfway. Its effects, events
+//! and the reply bytes commit in one transaction through [`AppState::commit_reply`] (I3, I8);
+//! any failure commits nothing and frees the key (I5). Requests that time out abandon their
+//! [`CommitGate`], so a write never lands after its client was told it failed.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use sha2::{Digest, Sha256};
+
+use super::AppState;
+use super::auth::Principal;
+use crate::error::Error;
+use crate::store::{Claim, ClaimToken, CommitGate, Store, StoredReply, Write, WriteBatch};
+
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+pub const REPLAYED: &str = "idempotent-replayed";
+/// What a client is told to wait before retrying a key that is in flight.
+const IN_FLIGHT_RETRY_AFTER_S: u64 = 1;
+pub const KEY_LEN_MAX: usize = 255;
+
+/// What a handler needs to commit its work: the gate, and where its reply is kept.
+#[derive(Debug, Clone)]
+pub struct WriteContext {
+    gate: Arc<CommitGate>,
+    reply: Option<ReplyTarget>,
+    stored: Arc<AtomicBool>,
+}
+
+#[derive(Debug, Clone)]
+struct ReplyTarget {
+    api_key_id: String,
+    key: String,
+    fingerprint: [u8; 32],
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for WriteContext {
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        parts.extensions.get::<WriteContext>().cloned().ok_or_else(|| Error::internal("write context missing"))
+    }
+}
+
+impl AppState {
+    /// Commits `batch` and, under an idempotency key, the reply with it; then answers with it.
+    pub async fn commit_reply(&self, ctx: &WriteContext, mut batch: WriteBatch, status: StatusCode, body: Vec<u8>) -> Result<Response, Error> {
+        let body = Bytes::from(body);
+        if let Some(target) = &ctx.reply {
+            batch.push(Write::SaveReply(self.stored_reply(target, status, body.clone())));
+        }
+        batch.gate = Some(ctx.gate.clone());
+        self.store.commit(batch).await?;
+        ctx.stored.store(true, Ordering::Release);
+        Ok(json_response(status, body))
+    }
+
+    fn stored_reply(&self, target: &ReplyTarget, status: StatusCode, body: Bytes) -> StoredReply {
+        let now = self.clock.now();
+        StoredReply {
+            api_key_id: target.api_key_id.clone(),
+            key: target.key.clone(),
+            status: status.as_u16(),
+            content_type: "application/json".into(),
+            body,
+            fingerprint: target.fingerprint,
+            created_at: now,
+            expires_at: now.plus_secs(self.config.idempotency_ttl_secs),
+        }
+    }
+}
+
+pub fn json_response(status: StatusCode, body: Bytes) -> Response {
+    (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response()
+}
+
+/// Checks an `Idempotency-Key` value: 1 to 255 visible ASCII characters (I1).
+pub fn parse_key(value: &HeaderValue) -> Result<String, Error> {
+    let bytes = value.as_bytes();
+    let visible = bytes.iter().all(|b| (0x21..=0x7e).contains(b));
+    if bytes.is_empty() || bytes.len() > KEY_LEN_MAX || !visible {
+        return Err(Error::bad_request(
+            "invalid_idempotency_key",
+            "Idempotency-Key must be 1 to 255 visible ASCII characters.",
+            Some("Idempotency-Key"),
+        ));
+    }
+    Ok(String::from_utf8_lossy(bytes).into_owned())
+}
+
+/// Middleware over every `/api` request (after authentication).
+pub async fn layer(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let timeout = Duration::from_millis(state.config.request_timeout_ms);
+    if matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
+        return match tokio::time::timeout(timeout, next.run(request)).await {
+            Ok(response) => response,
+            Err(_) => timed_out().into_response(),
+        };
+    }
+    // The header counts on POST only; elsewhere it is ignored entirely, even malformed (I7).
+    let key = match request.headers().get(IDEMPOTENCY_KEY) {
+        Some(value) if request.method() == Method::POST => match parse_key(value) {
+            Ok(key) => Some(key),
+            Err(err) => return err.into_response(),
+        },
+        _ => None,
+    };
+    let Some(key) = key else {
+        return run_gated(state, request, next, None).await;
+    };
+    let Some(principal) = request.extensions().get::<Principal>().cloned() else {
+        return Error::internal("idempotency layer ran before authentication").into_response();
+    };
+    let now = state.clock.now();
+    match state.store.claim(&principal.key.id, &key, now, state.config.idempotency_lease_ms).await {
+        Err(err) => err.into_response(),
+        Ok(Claim::InFlight) => in_flight().into_response(),
+        Ok(Claim::Replay(reply)) => replay(&state, request, reply).await,
+        Ok(Claim::Acquired(token)) => run_gated(state, request, next, Some(token)).await,
+    }
+}
+
+fn in_flight() -> Error {
+    Error::Conflict {
+        message: "A request with this Idempotency-Key is still being processed; retry after it completes.".into(),
+        parameter: Some("Idempotency-Key".into()),
+        retry_after_s: Some(IN_FLIGHT_RETRY_AFTER_S),
+    }
+}
+
+fn timed_out() -> Error {
+    Error::Unavailable { message: "The request timed out and was not carried out.".into(), retry_after_s: 1 }
+}
+
+/// Answers with a stored success, byte for byte (I4); in strict mode only to the same request.
+async fn replay(state: &AppState, request: Request, reply: StoredReply) -> Response {
+    if state.config.idempotency_strict {
+        let (parts, body) = request.into_parts();
+        let body = match read_body(body, state.config.body_limit_bytes).await {
+            Ok(body) => body,
+            Err(err) => return err.into_response(),
+        };
+        if fingerprint(&parts.method, &parts.uri, &body) != reply.fingerprint {
+            return Error::Invalid {
+                code: "idempotency_key_reused",
+                parameter: "Idempotency-Key".into(),
+                message: "This Idempotency-Key was used for a different request (method, path or body differ).".into(),
+            }
+            .into_response();
+        }
+    }
+    let status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::OK);
+    let mut response = (status, reply.body).into_response();
+    let headers: &mut HeaderMap = response.headers_mut();
+    if let Ok(content_type) = HeaderValue::from_str(&reply.content_type) {
+        headers.insert(header::CONTENT_TYPE, content_type);
+    }
+    headers.insert(REPLAYED, HeaderValue::from_static("true"));
+    response
+}
+
+/// Frees a claim when the work that holds it ends, however it ends (even by panic).
+struct ReleaseOnDrop {
+    store: Arc<dyn Store>,
+    token: Option<ClaimToken>,
+}
+
+impl ReleaseOnDrop {
+    async fn finish(mut self) {
+        if let Some(token) = self.token.take() {
+            self.store.release(&token).await;
+        }
+    }
+}
+
+impl Drop for ReleaseOnDrop {
+    fn drop(&mut self) {
+        if let Some(token) = self.token.take() {
+            let store = self.store.clone();
+            tokio::spawn(async move { store.release(&token).await });
+        }
+    }
+}
+
+/// Abandons the gate if the client's side of the request goes away (timeout or disconnect).
+struct AbandonOnDrop(Arc<CommitGate>);
+
+impl Drop for AbandonOnDrop {
+    fn drop(&mut self) {
+        self.0.abandon();
+    }
+}
+
+/// Runs a mutating request in its own task behind a commit gate, under the request timeout.
+async fn run_gated(state: AppState, request: Request, next: Next, claim: Option<ClaimToken>) -> Response {
+    let gate = Arc::new(CommitGate::default());
+    let abandon_on_drop = AbandonOnDrop(gate.clone());
+    let timeout = Duration::from_millis(state.config.request_timeout_ms);
+    let mut task = tokio::spawn(execute(state, request, next, claim, gate.clone()));
+    let response = match tokio::time::timeout(timeout, &mut task).await {
+        Ok(joined) => joined.unwrap_or_else(|_| Error::internal("handler panicked").into_response()),
+        // Too late to abandon: the work is committing, so its answer is the truth.
+        Err(_) if !gate.abandon() => task.await.unwrap_or_else(|_| Error::internal("handler panicked").into_response()),
+        Err(_) => timed_out().into_response(),
+    };
+    drop(abandon_on_drop);
+    response
+}
+
+async fn execute(state: AppState, request: Request, next: Next, claim: Option<ClaimToken>, gate: Arc<CommitGate>) -> Response {
+    let release = ReleaseOnDrop { store: state.store.clone(), token: claim };
+    let response = match execute_claimed(&state, request, next, release.token.as_ref(), gate).await {
+        Ok(response) => response,
+        Err(err) => err.into_response(),
+    };
+    // Released before the reply leaves, so a client's immediate retry finds the key free.
+    release.finish().await;
+    response
+}
+
+async fn execute_claimed(
+    state: &AppState,
+    request: Request,
+    next: Next,
+    claim: Option<&ClaimToken>,
+    gate: Arc<CommitGate>,
+) -> Result<Response, Error> {
+    let (mut parts, body) = request.into_parts();
+    let (body, reply) = match claim {
+        None => (body, None),
+        Some(token) => {
+            let bytes = read_body(body, state.config.body_limit_bytes).await?;
+            let target = ReplyTarget {
+                api_key_id: token.api_key_id.clone(),
+                key: token.key.clone(),
+                fingerprint: fingerprint(&parts.method, &parts.uri, &bytes),
+            };
+            (Body::from(bytes), Some(target))
+        }
+    };
+    let stored = Arc::new(AtomicBool::new(false));
+    let ctx = WriteContext { gate, reply, stored: stored.clone() };
+    parts.extensions.insert(ctx.clone());
+    let response = next.run(Request::from_parts(parts, body)).await;
+    if ctx.reply.is_some() && response.status().is_success() && !stored.load(Ordering::Acquire) {
+        // A success that committed nothing (no handler does this today) is still stored.
+        return store_late(state, &ctx, response).await;
+    }
+    Ok(response)
+}
+
+async fn store_late(state: &AppState, ctx: &WriteContext, response: Response) -> Result<Response, Error> {
+    let (parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, usize::MAX).await.map_err(|err| Error::internal(format!("reading reply: {err}")))?;
+    state.commit_reply(ctx, WriteBatch::new(), parts.status, bytes.to_vec()).await?;
+    Ok(Response::from_parts(parts, Body::from(bytes)))
+}
+
+async fn read_body(body: Body, limit_bytes: usize) -> Result<Bytes, Error> {
+    axum::body::to_bytes(body, limit_bytes).await.map_err(|err| {
+        let too_large = std::error::Error::source(&err)
+            .is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
+        if too_large {
+            Error::PayloadTooLarge { limit_bytes }
+        } else {
+            Error::bad_request("invalid_request", "The request body could not be read.", None)
+        }
+    })
+}
+
+/// SHA-256 over method, path with query, and body: what strict mode compares (I11).
+fn fingerprint(method: &Method, uri: &axum::http::Uri, body: &[u8]) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    hasher.update(method.as_str().as_bytes());
+    hasher.update([0]);
+    hasher.update(uri.path_and_query().map_or("", |pq| pq.as_str()).as_bytes());
+    hasher.update([0]);
+    hasher.update(body);
+    hasher.finalize().into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn i1_key_is_one_to_255_visible_ascii() {
+        assert!(parse_key(&HeaderValue::from_static("abc-123_XYZ")).is_ok());
+        assert!(parse_key(&HeaderValue::from_str(&"k".repeat(255)).unwrap()).is_ok());
+        assert!(parse_key(&HeaderValue::from_str(&"k".repeat(256)).unwrap()).is_err());
+        assert!(parse_key(&HeaderValue::from_static("")).is_err());
+        assert!(parse_key(&HeaderValue::from_static("has space")).is_err());
+        assert!(parse_key(&HeaderValue::from_bytes(b"caf\xc3\xa9").unwrap()).is_err());
+    }
+}

@@ -1,0 +1,93 @@
+//! Request metrics in Prometheus text format (SPEC K3): counts and latency histograms by route,
+//! method and status. Routes are the matched patterns (`/api/counterparties/{id}`), never raw
+//! paths, so ids do not explode the series count.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+
+use super::AppState;
+
+/// Upper bounds of the latency buckets, in seconds.
+const BUCKETS_S: [f64; 12] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0];
+
+#[derive(Debug, Default)]
+pub struct Metrics {
+    series: Mutex<BTreeMap<(String, String, u16), Series>>,
+}
+
+#[derive(Debug, Default, Clone)]
+struct Series {
+    count: u64,
+    sum_s: f64,
+    buckets: [u64; BUCKETS_S.len()],
+}
+
+impl Metrics {
+    pub fn observe(&self, route: &str, method: &str, status: u16, elapsed_s: f64) {
+        let mut series = self.series.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = series.entry((route.to_owned(), method.to_owned(), status)).or_default();
+        entry.count += 1;
+        entry.sum_s += elapsed_s;
+        for (bucket, bound) in entry.buckets.iter_mut().zip(BUCKETS_S) {
+            if elapsed_s <= bound {
+                *bucket += 1;
+            }
+        }
+    }
+
+    /// The Prometheus text exposition of every series.
+    pub fn render(&self) -> String {
+        let series = self.series.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut out = String::new();
+        out.push_str("# HELP payrail_http_requests_total API requests answered.\n# TYPE payrail_http_requests_total counter\n");
+        for ((route, method, status), s) in &series {
+            let _ = writeln!(out, "payrail_http_requests_total{{route=\"{route}\",method=\"{method}\",status=\"{status}\"}} {}", s.count);
+        }
+        out.push_str("# HELP payrail_http_request_duration_seconds Time to answer API requests.\n# TYPE payrail_http_request_duration_seconds histogram\n");
+        for ((route, method, status), s) in &series {
+            let labels = format!("route=\"{route}\",method=\"{method}\",status=\"{status}\"");
+            for (bucket, bound) in s.buckets.iter().zip(BUCKETS_S) {
+                let _ = writeln!(out, "payrail_http_request_duration_seconds_bucket{{{labels},le=\"{bound}\"}} {bucket}");
+            }
+            let _ = writeln!(out, "payrail_http_request_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {}", s.count);
+            let _ = writeln!(out, "payrail_http_request_duration_seconds_sum{{{labels}}} {}", s.sum_s);
+            let _ = writeln!(out, "payrail_http_request_duration_seconds_count{{{labels}}} {}", s.count);
+        }
+        out
+    }
+}
+
+/// Middleware: times every request and logs it (never its headers: they carry the key).
+pub async fn track(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = request.method().as_str().to_owned();
+    let response = next.run(request).await;
+    let route = response.extensions().get::<MatchedPath>().map_or("unmatched", |p| p.as_str());
+    let elapsed = started.elapsed();
+    let status = response.status().as_u16();
+    state.metrics.observe(route, &method, status, elapsed.as_secs_f64());
+    tracing::debug!(%method, %route, status, elapsed_us = elapsed.as_micros() as u64, "request");
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn k3_renders_counts_and_cumulative_buckets() {
+        let metrics = Metrics::default();
+        metrics.observe("/api/ping", "GET", 200, 0.002);
+        metrics.observe("/api/ping", "GET", 200, 2.0);
+        let text = metrics.render();
+        assert!(text.contains("payrail_http_requests_total{route=\"/api/ping\",method=\"GET\",status=\"200\"} 2"));
+        assert!(text.contains("le=\"0.0025\"} 1"));
+        assert!(text.contains("le=\"+Inf\"} 2"));
+    }
+}

@@ -1,0 +1,73 @@
+//! Everything HTTP: the router, TLS, authentication, idempotency, errors, paging, metrics.
+//! Nothing outside this module knows HTTP.
+
+pub mod admin;
+pub mod auth;
+pub mod error;
+pub mod extract;
+pub mod idempotency;
+pub mod metrics;
+pub mod pagination;
+pub mod serve;
+pub mod tls;
+
+use std::sync::Arc;
+
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::{Extension, Router};
+
+use crate::config::Config;
+use crate::domain::time::Clock;
+use crate::error::Error;
+use crate::store::Store;
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Arc<dyn Store>,
+    pub clock: Arc<dyn Clock>,
+    pub config: Arc<Config>,
+    pub metrics: Arc<metrics::Metrics>,
+}
+
+/// The API router: `/api/*` behind authentication, nothing else served.
+pub fn router(state: AppState) -> Router {
+    let limit = state.config.body_limit_bytes;
+    let api = crate::api::routes()
+        .route_layer(middleware::from_fn(remember_route))
+        .fallback(api_not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(state.clone(), idempotency::layer))
+        .layer(middleware::from_fn_with_state(state.clone(), auth::require_api_key));
+    Router::new()
+        .nest("/api", api)
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(state.clone(), metrics::track))
+        .layer(DefaultBodyLimit::max(limit))
+        .layer(Extension(extract::BodyLimit(limit)))
+        .with_state(state)
+}
+
+/// Copies the matched route onto the response, where the outer metrics layer can read it.
+async fn remember_route(request: Request, next: Next) -> Response {
+    let route = request.extensions().get::<MatchedPath>().cloned();
+    let mut response = next.run(request).await;
+    if let Some(route) = route {
+        response.extensions_mut().insert(route);
+    }
+    response
+}
+
+async fn api_not_found() -> Error {
+    Error::NotFound { message: "No such API path.".into() }
+}
+
+async fn not_found() -> Error {
+    Error::NotFound { message: "Not found. The API lives under /api.".into() }
+}
+
+async fn method_not_allowed() -> Error {
+    Error::MethodNotAllowed
+}

@@ -1,0 +1,164 @@
+//! Payrail: a self-hostable payments API server speaking the Modern Treasury wire format.
+//!
+//! [`launch`] starts a server on a listener the caller bound (tests bind port 0) and returns
+//! once it is serving. Layers: `http` (the only module that knows HTTP) calls `api` handlers,
+//! which call the `domain`, which calls the `store` trait; `store` is the only module that
+//! knows SQL. The contract is SPEC.md; rule ids (T1, I4, ...) are named where they are kept.
+
+pub mod api;
+pub mod config;
+pub mod domain;
+pub mod error;
+pub mod http;
+pub mod store;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use config::Config;
+use http::serve::ListenerOptions;
+use store::Store;
+use store::sqlite::{ServeLock, SqliteStore};
+
+/// Replies purged per background pass; small, so a purge never holds the writer for long.
+const PURGE_BATCH_MAX: usize = 500;
+const PURGE_INTERVAL: Duration = Duration::from_secs(60);
+
+/// A running server.
+pub struct Server {
+    pub local_addr: SocketAddr,
+    pub admin_addr: Option<SocketAddr>,
+    /// The certificate clients should trust (the generated one, or the configured one).
+    pub cert_path: Option<PathBuf>,
+    task: JoinHandle<()>,
+}
+
+impl Server {
+    /// Waits until the server has shut down and drained.
+    pub async fn wait(self) {
+        let _ = self.task.await;
+    }
+}
+
+/// Opens the store named by the configuration, applying migrations.
+pub fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
+    let url = config.database_url();
+    if let Some(path) = store::sqlite::path_from_url(&url) {
+        let store = SqliteStore::open(&path).with_context(|| format!("opening SQLite database {}", path.display()))?;
+        return Ok(Arc::new(store));
+    }
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        anyhow::bail!("PostgreSQL is not supported by this build yet; use a sqlite:// URL");
+    }
+    anyhow::bail!("unsupported database URL scheme (expected sqlite://PATH)")
+}
+
+/// Applies migrations and exits (`payrail migrate`).
+pub fn migrate(config: &Config) -> anyhow::Result<()> {
+    let url = config.database_url();
+    match store::sqlite::path_from_url(&url) {
+        Some(path) => SqliteStore::migrate(&path),
+        None => anyhow::bail!("unsupported database URL scheme (expected sqlite://PATH)"),
+    }
+}
+
+/// Takes the lock that makes this the only server on a SQLite file.
+fn lock_store(config: &Config) -> anyhow::Result<Option<ServeLock>> {
+    match store::sqlite::path_from_url(&config.database_url()) {
+        Some(path) => {
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir)?;
+            }
+            store::sqlite::lock_for_serving(&path).map(Some)
+        }
+        None => Ok(None),
+    }
+}
+
+/// Starts serving the API on `listener` until `shutdown` resolves.
+pub async fn launch(config: Config, listener: TcpListener, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<Server> {
+    let lock = lock_store(&config)?;
+    let store = open_store(&config)?;
+    let config = Arc::new(config);
+    let state = http::AppState {
+        store: store.clone(),
+        clock: config.clock.clone(),
+        config: config.clone(),
+        metrics: Arc::default(),
+    };
+    let (tls, cert_path) = if config.plain_http {
+        tracing::warn!("serving plain HTTP: only do this behind a proxy that terminates TLS (SPEC T3)");
+        (None, None)
+    } else {
+        let (tls, cert_path) = http::tls::server_config(&config.tls, &config.data_dir)?;
+        tracing::info!(cert = %cert_path.display(), "TLS certificate in use");
+        (Some(tokio_rustls::TlsAcceptor::from(tls)), Some(cert_path))
+    };
+    let (stop_tx, stop_rx) = watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    });
+    let admin_addr = start_admin(&config, state.clone(), stop_rx.clone()).await?;
+    tokio::spawn(purge_replies(state.clone(), stop_rx.clone()));
+    let local_addr = listener.local_addr()?;
+    let options = ListenerOptions {
+        tls,
+        handshake_timeout: Duration::from_millis(config.handshake_timeout_ms),
+        connections_max: config.connections_max,
+    };
+    let app = http::router(state);
+    tracing::info!(%local_addr, scheme = if options.tls.is_some() { "https" } else { "http" }, "payrail is serving");
+    let task = tokio::spawn(async move {
+        http::serve::serve(listener, app, options, stopped(stop_rx)).await;
+        drop(lock);
+        tracing::info!("payrail stopped");
+    });
+    Ok(Server { local_addr, admin_addr, cert_path, task })
+}
+
+async fn stopped(mut stop: watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stopped| *stopped).await;
+}
+
+async fn start_admin(config: &Config, state: http::AppState, stop: watch::Receiver<bool>) -> anyhow::Result<Option<SocketAddr>> {
+    let Some(addr) = config.admin_listen else { return Ok(None) };
+    let listener = TcpListener::bind(addr).await.with_context(|| format!("binding the admin listener on {addr}"))?;
+    let bound = listener.local_addr()?;
+    let app = http::admin::router(state);
+    tokio::spawn(async move {
+        if let Err(err) = axum::serve(listener, app).with_graceful_shutdown(stopped(stop)).await {
+            tracing::error!(%err, "admin listener failed");
+        }
+    });
+    tracing::info!(%bound, "admin listener (healthz, metrics) is serving plain HTTP");
+    Ok(Some(bound))
+}
+
+/// Deletes expired idempotency replies in small batches (SPEC I10).
+async fn purge_replies(state: http::AppState, mut stop: watch::Receiver<bool>) {
+    loop {
+        loop {
+            match state.store.purge_replies(state.clock.now(), PURGE_BATCH_MAX).await {
+                Ok(n) if n == PURGE_BATCH_MAX => tokio::task::yield_now().await,
+                Ok(_) => break,
+                Err(err) => {
+                    tracing::warn!(%err, "purging expired idempotency replies failed");
+                    break;
+                }
+            }
+        }
+        tokio::select! {
+            () = tokio::time::sleep(PURGE_INTERVAL) => {}
+            _ = stop.changed() => return,
+        }
+    }
+}

@@ -1,0 +1,262 @@
+//! The `payrail` command line (SPEC K). Parses flags (each also read from `PAYRAIL_<FLAG>`),
+//! builds the configuration and calls into the library; nothing else lives here.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use payrail::config::{self, Config, TlsSource};
+use payrail::domain::api_key::{ApiKey, Mode};
+use payrail::domain::keys;
+use payrail::domain::time::SystemClock;
+use serde_json::json;
+
+#[derive(Parser)]
+#[command(name = "payrail", version, about = "Self-hostable payments API server (Modern Treasury wire format)")]
+struct Cli {
+    #[command(flatten)]
+    storage: StorageArgs,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Args)]
+struct StorageArgs {
+    /// Data directory: the SQLite database and the self-signed certificate live here.
+    #[arg(long, global = true, env = "PAYRAIL_DATA_DIR", default_value = config::DEFAULT_DATA_DIR)]
+    data_dir: PathBuf,
+    /// Database URL: sqlite://PATH (default: sqlite://<data-dir>/payrail.db).
+    #[arg(long, global = true, env = "PAYRAIL_DATABASE_URL")]
+    database_url: Option<String>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the API over HTTPS.
+    Serve(ServeArgs),
+    /// Manage API keys (works beside a running server).
+    Keys {
+        #[command(subcommand)]
+        command: KeysCommand,
+    },
+    /// Apply database migrations and exit.
+    Migrate,
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    #[arg(long, env = "PAYRAIL_LISTEN", default_value = config::DEFAULT_LISTEN)]
+    listen: SocketAddr,
+    /// PEM certificate chain (with --tls-key); without both, a self-signed one is made.
+    #[arg(long, env = "PAYRAIL_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    #[arg(long, env = "PAYRAIL_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Plain HTTP admin listener for /healthz and /metrics; "off" disables it.
+    #[arg(long, env = "PAYRAIL_ADMIN_LISTEN", default_value = config::DEFAULT_ADMIN_LISTEN)]
+    admin_listen: String,
+    /// Serve plain HTTP (only behind a proxy that terminates TLS).
+    #[arg(long, env = "PAYRAIL_PLAIN_HTTP")]
+    plain_http: bool,
+    /// Reject a reused Idempotency-Key whose method, path or body differ (SPEC I11).
+    #[arg(long, env = "PAYRAIL_IDEMPOTENCY_STRICT")]
+    idempotency_strict: bool,
+    /// Largest request body accepted, in bytes.
+    #[arg(long, env = "PAYRAIL_BODY_LIMIT_BYTES", default_value_t = 1024 * 1024)]
+    body_limit_bytes: usize,
+    /// Longest a request may run before it is answered 503 and abandoned, in milliseconds.
+    #[arg(long, env = "PAYRAIL_REQUEST_TIMEOUT_MS", default_value_t = 30_000)]
+    request_timeout_ms: u64,
+    /// Most connections open at once.
+    #[arg(long, env = "PAYRAIL_CONNECTIONS_MAX", default_value_t = 4096)]
+    connections_max: usize,
+}
+
+#[derive(Subcommand)]
+enum KeysCommand {
+    /// Create a key; prints the secret once, alone on the last line.
+    Create {
+        #[arg(long)]
+        name: String,
+        #[arg(long, default_value = "sandbox")]
+        mode: String,
+        #[arg(long, default_value = "default")]
+        org: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List keys (never their secrets).
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Issue a successor; the old key expires after the grace period.
+    Roll {
+        id: String,
+        /// How long the old key keeps working: 90s, 15m, 24h, 7d.
+        #[arg(long, default_value = "24h")]
+        grace: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a key at once.
+    Revoke { id: String },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("payrail: cannot start the runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("payrail: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("payrail=info,warn"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let mut config = Config { data_dir: cli.storage.data_dir, database_url: cli.storage.database_url, ..Config::default() };
+    match cli.command {
+        Command::Serve(args) => serve(config, args).await,
+        Command::Migrate => {
+            payrail::migrate(&config)?;
+            println!("migrations applied to {}", config.database_url());
+            Ok(())
+        }
+        Command::Keys { command } => {
+            config.admin_listen = None;
+            let store = payrail::open_store(&config)?;
+            run_keys(store.as_ref(), command).await
+        }
+    }
+}
+
+async fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
+    config.tls = match (args.tls_cert, args.tls_key) {
+        (Some(cert), Some(key)) => TlsSource::Files { cert, key },
+        _ => TlsSource::SelfSigned,
+    };
+    config.admin_listen = match args.admin_listen.as_str() {
+        "off" | "" => None,
+        addr => Some(addr.parse().map_err(|_| anyhow::anyhow!("--admin-listen: not an address: {addr}"))?),
+    };
+    config.plain_http = args.plain_http;
+    config.idempotency_strict = args.idempotency_strict;
+    config.body_limit_bytes = args.body_limit_bytes;
+    config.request_timeout_ms = args.request_timeout_ms;
+    config.idempotency_lease_ms = args.request_timeout_ms.saturating_mul(2).max(config.idempotency_lease_ms);
+    config.connections_max = args.connections_max;
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|err| anyhow::anyhow!("cannot listen on {}: {err}", args.listen))?;
+    let server = payrail::launch(config, listener, shutdown_signal()).await?;
+    server.wait().await;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+    tracing::info!("shutting down: finishing requests in flight");
+}
+
+async fn run_keys(store: &dyn payrail::store::Store, command: KeysCommand) -> anyhow::Result<()> {
+    let clock = SystemClock;
+    match command {
+        KeysCommand::Create { name, mode, org, json } => {
+            let mode = Mode::parse(&mode).map_err(|_| anyhow::anyhow!("--mode must be sandbox or live"))?;
+            let issued = keys::create(store, &clock, &name, mode, &org).await?;
+            print_issued(&issued, json);
+        }
+        KeysCommand::List { json } => {
+            let all = keys::list(store).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&all)?);
+            } else {
+                print_key_table(&all, &clock);
+            }
+        }
+        KeysCommand::Roll { id, grace, json } => {
+            let grace_secs = keys::parse_duration_secs(&grace)?;
+            let (issued, old) = keys::roll(store, &clock, &id, grace_secs).await?;
+            if !json {
+                let until = old.expires_at.map(|t| t.to_string()).unwrap_or_default();
+                println!("rolled {}: it keeps working until {until}", old.id);
+            }
+            print_issued(&issued, json);
+        }
+        KeysCommand::Revoke { id } => {
+            let revoked = keys::revoke(store, &clock, &id).await?;
+            println!("revoked {} ({})", revoked.id, revoked.name);
+        }
+    }
+    Ok(())
+}
+
+fn print_issued(issued: &keys::IssuedKey, json: bool) {
+    let key = &issued.key;
+    if json {
+        let object = json!({
+            "id": key.id,
+            "key": issued.secret.expose(),
+            "name": key.name,
+            "live_mode": key.live_mode,
+            "organization_id": key.organization_id,
+            "created_at": key.created_at,
+        });
+        println!("{object}");
+    } else {
+        let mode = if key.live_mode { "live" } else { "sandbox" };
+        println!("created API key {} (name {:?}, {mode}, organization {})", key.id, key.name, key.organization_id);
+        println!("the secret is shown once, now; store it safely:");
+        println!("{}", issued.secret.expose());
+    }
+}
+
+fn print_key_table(all: &[ApiKey], clock: &SystemClock) {
+    use payrail::domain::api_key::KeyState;
+    use payrail::domain::time::Clock;
+    let now = clock.now();
+    println!("{:<36}  {:<8}  {:<8}  {:<16}  {:<27}  NAME", "ID", "MODE", "STATE", "ORGANIZATION", "EXPIRES");
+    for key in all {
+        let state = match key.state(now) {
+            KeyState::Active => "active",
+            KeyState::Expired => "expired",
+            KeyState::Revoked => "revoked",
+        };
+        let mode = if key.live_mode { "live" } else { "sandbox" };
+        let expires = key.expires_at.map(|t| t.to_string()).unwrap_or_else(|| "-".into());
+        println!("{:<36}  {mode:<8}  {state:<8}  {:<16}  {expires:<27}  {}", key.id, key.organization_id, key.name);
+    }
+}

@@ -1,0 +1,218 @@
+//! Storage: the one trait every backend implements, and the types that cross it.
+//!
+//! Resources are stored as documents (`doc`, the JSON the API returns) with a few indexed
+//! `terms` (name/value pairs the domain chooses) for filtering, so every resource lists through
+//! one query shape and the store knows nothing of payment semantics. A change is a
+//! [`WriteBatch`]: inserts, replacements guarded by a version, deletions, preconditions, and the
+//! idempotent reply, applied atomically and durably, or not at all (SPEC I3, I8, E4, S3).
+
+pub mod sqlite;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use crate::domain::api_key::{ApiKey, KeyHash, KeyHasher, Scope};
+use crate::domain::time::Timestamp;
+use crate::error::{Error, Result};
+
+/// A name/value pair a document is found by (`name`, `metadata.<key>`, `counterparty_id`...).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Term {
+    pub name: String,
+    pub value: String,
+}
+
+impl Term {
+    pub fn new(name: impl Into<String>, value: impl Into<String>) -> Self {
+        Term { name: name.into(), value: value.into() }
+    }
+}
+
+/// One resource as written.
+#[derive(Debug, Clone)]
+pub struct ObjectRecord {
+    pub id: String,
+    pub kind: &'static str,
+    pub scope: Scope,
+    /// The owning resource (an external account's counterparty), for cascades and embedding.
+    pub parent_id: Option<String>,
+    pub created_at: Timestamp,
+    pub doc: String,
+    pub terms: Vec<Term>,
+}
+
+/// One resource as read back.
+#[derive(Debug, Clone)]
+pub struct StoredObject {
+    pub id: String,
+    pub parent_id: Option<String>,
+    pub version: i64,
+    pub doc: String,
+}
+
+/// A reply kept for replay under an idempotency key (SPEC I3, I4).
+#[derive(Debug, Clone)]
+pub struct StoredReply {
+    pub api_key_id: String,
+    pub key: String,
+    pub status: u16,
+    pub content_type: String,
+    pub body: Bytes,
+    /// SHA-256 of method, path and body, for strict mode (SPEC I11).
+    pub fingerprint: [u8; 32],
+    pub created_at: Timestamp,
+    pub expires_at: Timestamp,
+}
+
+/// One change inside a batch.
+#[derive(Debug, Clone)]
+pub enum Write {
+    Insert(ObjectRecord),
+    /// Replace a document if nobody changed it since `expected_version` was read.
+    Replace { record: ObjectRecord, expected_version: i64 },
+    Delete { kind: &'static str, scope: Scope, id: String },
+    /// Fails the batch with a 422 naming `parameter` unless the object exists in `scope`.
+    Require { kind: &'static str, scope: Scope, id: String, parameter: String },
+    InsertApiKey { key: ApiKey, hash: KeyHash },
+    UpdateApiKey(ApiKey),
+    SaveReply(StoredReply),
+    /// Deletes these replies if they are still expired at `before` (SPEC I10).
+    PurgeReplies { keys: Vec<(String, String)>, before: Timestamp },
+}
+
+/// Writes applied together: all of them durably, or none.
+#[derive(Debug, Default)]
+pub struct WriteBatch {
+    pub writes: Vec<Write>,
+    /// When set, the batch runs only if the gate is still open when its turn comes.
+    pub gate: Option<Arc<CommitGate>>,
+}
+
+impl WriteBatch {
+    pub fn new() -> Self {
+        WriteBatch::default()
+    }
+
+    pub fn push(&mut self, write: Write) -> &mut Self {
+        self.writes.push(write);
+        self
+    }
+}
+
+/// Decides, exactly once, whether a unit of work commits or is abandoned.
+///
+/// A request that timed out or whose client went away abandons its gate; a batch whose gate is
+/// abandoned is refused, and a gate whose batch started committing can no longer be abandoned,
+/// so a client never sees a failure for a write that happened (SPEC I5).
+#[derive(Debug, Default)]
+pub struct CommitGate(AtomicU8);
+
+const GATE_OPEN: u8 = 0;
+const GATE_COMMITTING: u8 = 1;
+const GATE_ABANDONED: u8 = 2;
+
+impl CommitGate {
+    /// True if the work may commit; from then on it cannot be abandoned.
+    pub fn begin_commit(&self) -> bool {
+        match self.0.compare_exchange(GATE_OPEN, GATE_COMMITTING, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => true,
+            Err(state) => state == GATE_COMMITTING,
+        }
+    }
+
+    /// True if the work was abandoned; false if it is already committing.
+    pub fn abandon(&self) -> bool {
+        match self.0.compare_exchange(GATE_OPEN, GATE_ABANDONED, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => true,
+            Err(state) => state == GATE_ABANDONED,
+        }
+    }
+}
+
+/// How a list is narrowed. All filters are ANDed (SPEC L2).
+#[derive(Debug, Clone)]
+pub enum Filter {
+    Eq { name: String, value: String },
+    /// Case-insensitive substring; the domain stores and passes lower-cased values.
+    Contains { name: String, needle: String },
+    /// Term value at least / at most (string order: dates and RFC 3339 sort as they should).
+    AtLeast { name: String, value: String },
+    AtMost { name: String, value: String },
+    CreatedFrom(Timestamp),
+    CreatedTo(Timestamp),
+}
+
+/// A page request: newest first, strictly older than `after_seq`.
+#[derive(Debug, Clone)]
+pub struct ListQuery {
+    pub kind: &'static str,
+    pub scope: Scope,
+    pub filters: Vec<Filter>,
+    pub after_seq: Option<i64>,
+    pub limit: usize,
+}
+
+/// A page and the position of its last item, when more items follow.
+#[derive(Debug, Clone)]
+pub struct Page {
+    pub items: Vec<StoredObject>,
+    pub next_seq: Option<i64>,
+}
+
+/// The answer to an idempotency claim (SPEC I4, I6).
+#[derive(Debug)]
+pub enum Claim {
+    /// The caller owns the key until it releases the token.
+    Acquired(ClaimToken),
+    /// Another request with the key is being processed.
+    InFlight,
+    /// A success was stored: replay it.
+    Replay(StoredReply),
+}
+
+/// Proof of ownership of `(api_key_id, key)` while a request is in flight.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimToken {
+    pub api_key_id: String,
+    pub key: String,
+    pub nonce: u64,
+}
+
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Applies the batch atomically and durably (on disk before this returns Ok).
+    async fn commit(&self, batch: WriteBatch) -> Result<()>;
+
+    async fn get(&self, kind: &'static str, scope: &Scope, id: &str) -> Result<Option<StoredObject>>;
+
+    async fn list(&self, query: &ListQuery) -> Result<Page>;
+
+    /// Objects of `kind` whose parent is one of `parent_ids`, oldest first.
+    async fn children(&self, kind: &'static str, scope: &Scope, parent_ids: &[String]) -> Result<Vec<StoredObject>>;
+
+    async fn api_key_by_hash(&self, hash: &KeyHash) -> Result<Option<(ApiKey, KeyHash)>>;
+
+    async fn api_key(&self, id: &str) -> Result<Option<ApiKey>>;
+
+    async fn api_keys(&self) -> Result<Vec<ApiKey>>;
+
+    fn key_hasher(&self) -> &KeyHasher;
+
+    /// Claims `(api_key_id, key)`: replays a stored success, refuses while another request holds
+    /// it, or grants it for `lease_ms` (after which a crashed owner no longer blocks it, I8).
+    async fn claim(&self, api_key_id: &str, key: &str, now: Timestamp, lease_ms: u64) -> Result<Claim>;
+
+    /// Gives a claim back. Releasing a token that no longer owns the key does nothing.
+    async fn release(&self, token: &ClaimToken);
+
+    /// Deletes up to `batch_max` replies that expired before `now`; returns how many (I10).
+    async fn purge_replies(&self, now: Timestamp, batch_max: usize) -> Result<usize>;
+}
+
+/// Wraps a backend failure as a 500 that reveals nothing.
+pub(crate) fn backend_error(context: &str, err: impl std::fmt::Display) -> Error {
+    Error::Internal(format!("{context}: {err}"))
+}

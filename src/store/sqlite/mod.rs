@@ -1,0 +1,392 @@
+//! The embedded store: SQLite in WAL mode with full sync (SPEC S1, S3).
+//!
+//! Writes go through one writer thread with group commit (`writer`); reads run on a small pool of
+//! read connections, inline on the calling task (a cached read costs microseconds, less than a
+//! hand-off to another thread). Idempotency claims live in this process (`claims`): the server
+//! that serves a SQLite file holds its lock file, so no other server can be in flight on it.
+
+mod claims;
+mod migrations;
+mod writer;
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, mpsc};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use rand::RngCore;
+use rusqlite::types::Value;
+use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params, params_from_iter};
+use tokio::sync::oneshot;
+
+use super::{Claim, ClaimToken, Filter, ListQuery, Page, Store, StoredObject, StoredReply, WriteBatch, backend_error};
+use crate::domain::api_key::{ApiKey, KeyHash, KeyHasher, Scope};
+use crate::domain::time::Timestamp;
+use crate::error::{Error, Result};
+
+/// Read connections kept open.
+const READERS: usize = 8;
+/// Batches that may wait for the writer before callers wait to enqueue.
+const WRITE_QUEUE_MAX: usize = 4096;
+
+pub struct SqliteStore {
+    readers: Vec<Mutex<Connection>>,
+    next_reader: AtomicUsize,
+    writer: writer::JobSender,
+    hasher: KeyHasher,
+    claims: claims::Claims,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore").field("path", &self.path).finish_non_exhaustive()
+    }
+}
+
+/// Parses `sqlite://PATH` (or `sqlite:PATH`) into a file path.
+pub fn path_from_url(url: &str) -> Option<PathBuf> {
+    let rest = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:"))?;
+    (!rest.is_empty()).then(|| PathBuf::from(rest))
+}
+
+/// Holds the database's lock file for the life of a server, so that a second server cannot
+/// serve the same file (its in-process idempotency claims would not see ours).
+#[derive(Debug)]
+pub struct ServeLock {
+    _file: File,
+}
+
+pub fn lock_for_serving(db_path: &Path) -> anyhow::Result<ServeLock> {
+    let lock_path = PathBuf::from(format!("{}.lock", db_path.display()));
+    let file = File::options().create(true).truncate(false).write(true).open(&lock_path)?;
+    match file.try_lock() {
+        Ok(()) => Ok(ServeLock { _file: file }),
+        Err(_) => anyhow::bail!(
+            "another Payrail server is serving {} (lock {} is held); one server per SQLite file, use PostgreSQL for several",
+            db_path.display(),
+            lock_path.display()
+        ),
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database, applies migrations and starts the writer thread.
+    pub fn open(path: &Path) -> anyhow::Result<Self> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)?;
+        }
+        let mut conn = Connection::open(path)?;
+        configure(&conn)?;
+        migrations::apply(&mut conn)?;
+        let hasher = KeyHasher::new(load_pepper(&conn)?);
+        let readers = (0..READERS).map(|_| open_reader(path).map(Mutex::new)).collect::<anyhow::Result<Vec<_>>>()?;
+        let (tx, rx) = mpsc::sync_channel(WRITE_QUEUE_MAX);
+        std::thread::Builder::new().name("payrail-sqlite-writer".into()).spawn(move || writer::run(conn, rx))?;
+        Ok(SqliteStore {
+            readers,
+            next_reader: AtomicUsize::new(0),
+            writer: tx,
+            hasher,
+            claims: claims::Claims::default(),
+            path: path.to_owned(),
+        })
+    }
+
+    /// Only migrates (the `payrail migrate` command).
+    pub fn migrate(path: &Path) -> anyhow::Result<()> {
+        let mut conn = Connection::open(path)?;
+        configure(&conn)?;
+        migrations::apply(&mut conn)
+    }
+
+    fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T> {
+        let start = self.next_reader.fetch_add(1, Ordering::Relaxed);
+        // Prefer an idle connection; block on one only if all are busy.
+        for i in 0..self.readers.len() {
+            if let Ok(conn) = self.readers[(start + i) % self.readers.len()].try_lock() {
+                return f(&conn).map_err(row_err);
+            }
+        }
+        let conn = self.readers[start % self.readers.len()].lock().unwrap_or_else(|p| p.into_inner());
+        f(&conn).map_err(row_err)
+    }
+
+    fn reply(&self, api_key_id: &str, key: &str, now: Timestamp) -> Result<Option<StoredReply>> {
+        self.read(|conn| {
+            conn.prepare_cached(
+                "SELECT status, content_type, body, fingerprint, created_at, expires_at FROM idempotency_replies
+                 WHERE api_key_id = ?1 AND key = ?2 AND expires_at > ?3",
+            )?
+            .query_row(params![api_key_id, key, now.as_micros()], |row| {
+                let fingerprint: Vec<u8> = row.get(3)?;
+                Ok(StoredReply {
+                    api_key_id: api_key_id.to_owned(),
+                    key: key.to_owned(),
+                    status: row.get(0)?,
+                    content_type: row.get(1)?,
+                    body: Bytes::from(row.get::<_, Vec<u8>>(2)?),
+                    fingerprint: fingerprint.try_into().unwrap_or([0; 32]),
+                    created_at: Timestamp::from_micros(row.get(4)?),
+                    expires_at: Timestamp::from_micros(row.get(5)?),
+                })
+            })
+            .optional()
+        })
+    }
+}
+
+fn configure(conn: &Connection) -> rusqlite::Result<()> {
+    conn.busy_timeout(std::time::Duration::from_millis(writer::BUSY_TIMEOUT_MS))?;
+    // WAL with FULL sync: a commit is on disk (WAL fsynced) before it returns (SPEC S3).
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    conn.set_prepared_statement_cache_capacity(64);
+    Ok(())
+}
+
+fn open_reader(path: &Path) -> anyhow::Result<Connection> {
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
+    conn.busy_timeout(std::time::Duration::from_millis(writer::BUSY_TIMEOUT_MS))?;
+    conn.set_prepared_statement_cache_capacity(64);
+    Ok(conn)
+}
+
+/// The per-database secret keys are hashed under; made once, by whichever process comes first.
+fn load_pepper(conn: &Connection) -> anyhow::Result<Vec<u8>> {
+    let mut fresh = [0u8; 32];
+    rand::rng().fill_bytes(&mut fresh);
+    conn.execute("INSERT OR IGNORE INTO settings (name, value) VALUES ('key_pepper', ?1)", [&fresh[..]])?;
+    Ok(conn.query_row("SELECT value FROM settings WHERE name = 'key_pepper'", [], |row| row.get(0))?)
+}
+
+pub(crate) fn row_err(err: rusqlite::Error) -> Error {
+    backend_error("sqlite", err)
+}
+
+/// A kind as people read it: `external_account` -> `external account`.
+pub(crate) fn kind_str(kind: &str) -> String {
+    kind.replace('_', " ")
+}
+
+fn stored_object(row: &Row<'_>) -> rusqlite::Result<StoredObject> {
+    Ok(StoredObject { id: row.get(0)?, parent_id: row.get(1)?, version: row.get(2)?, doc: row.get(3)? })
+}
+
+fn api_key_row(row: &Row<'_>) -> rusqlite::Result<(ApiKey, KeyHash)> {
+    let hash: Vec<u8> = row.get(1)?;
+    let decommissioned_at: Option<i64> = row.get(8)?;
+    let key = ApiKey {
+        id: row.get(0)?,
+        object: "api_key",
+        name: row.get(2)?,
+        organization_id: row.get(3)?,
+        live_mode: row.get(4)?,
+        created_at: Timestamp::from_micros(row.get(5)?),
+        updated_at: Timestamp::from_micros(row.get(6)?),
+        expires_at: row.get::<_, Option<i64>>(7)?.map(Timestamp::from_micros),
+        decommissioned: decommissioned_at.is_some(),
+        decommissioned_at: decommissioned_at.map(Timestamp::from_micros),
+    };
+    Ok((key, KeyHash(hash.try_into().unwrap_or([0; 32]))))
+}
+
+const API_KEY_COLUMNS: &str =
+    "id, key_hash, name, organization_id, live_mode, created_at, updated_at, expires_at, decommissioned_at";
+
+/// Builds the SQL and parameters of a list query.
+fn list_sql(query: &ListQuery) -> (String, Vec<Value>) {
+    let mut sql = String::from(
+        "SELECT o.id, o.parent_id, o.version, o.doc, o.seq FROM objects o WHERE o.org_id = ? AND o.live_mode = ? AND o.kind = ?",
+    );
+    let mut args: Vec<Value> = vec![
+        Value::Text(query.scope.organization_id.clone()),
+        Value::Integer(i64::from(query.scope.live_mode)),
+        Value::Text(query.kind.to_owned()),
+    ];
+    if let Some(seq) = query.after_seq {
+        sql.push_str(" AND o.seq < ?");
+        args.push(Value::Integer(seq));
+    }
+    for filter in &query.filters {
+        let term = |op: &str| format!(" AND EXISTS (SELECT 1 FROM object_terms t WHERE t.object_seq = o.seq AND t.name = ? AND t.value {op})");
+        match filter {
+            Filter::Eq { name, value } => {
+                sql.push_str(&term("= ?"));
+                args.extend([Value::Text(name.clone()), Value::Text(value.clone())]);
+            }
+            Filter::Contains { name, needle } => {
+                sql.push_str(&term("LIKE ? ESCAPE '\\'"));
+                args.extend([Value::Text(name.clone()), Value::Text(format!("%{}%", escape_like(needle)))]);
+            }
+            Filter::AtLeast { name, value } => {
+                sql.push_str(&term(">= ?"));
+                args.extend([Value::Text(name.clone()), Value::Text(value.clone())]);
+            }
+            Filter::AtMost { name, value } => {
+                sql.push_str(&term("<= ?"));
+                args.extend([Value::Text(name.clone()), Value::Text(value.clone())]);
+            }
+            Filter::CreatedFrom(at) => {
+                sql.push_str(" AND o.created_at >= ?");
+                args.push(Value::Integer(at.as_micros()));
+            }
+            Filter::CreatedTo(at) => {
+                sql.push_str(" AND o.created_at <= ?");
+                args.push(Value::Integer(at.as_micros()));
+            }
+        }
+    }
+    sql.push_str(" ORDER BY o.seq DESC LIMIT ?");
+    args.push(Value::Integer(i64::try_from(query.limit + 1).unwrap_or(i64::MAX)));
+    (sql, args)
+}
+
+fn escape_like(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn commit(&self, batch: WriteBatch) -> Result<()> {
+        let (done, outcome) = oneshot::channel();
+        let job = writer::Job { batch, done };
+        // The queue is bounded; when full, wait for room off the async workers.
+        let job = match self.writer.try_send(job) {
+            Ok(()) => None,
+            Err(mpsc::TrySendError::Full(job)) => Some(job),
+            Err(mpsc::TrySendError::Disconnected(_)) => return Err(Error::internal("sqlite writer stopped")),
+        };
+        if let Some(job) = job {
+            let sender = self.writer.clone();
+            tokio::task::spawn_blocking(move || sender.send(job))
+                .await
+                .map_err(|e| backend_error("enqueue", e))?
+                .map_err(|_| Error::internal("sqlite writer stopped"))?;
+        }
+        outcome.await.map_err(|_| Error::internal("sqlite writer dropped a batch"))?
+    }
+
+    async fn get(&self, kind: &'static str, scope: &Scope, id: &str) -> Result<Option<StoredObject>> {
+        self.read(|conn| {
+            conn.prepare_cached(
+                "SELECT id, parent_id, version, doc FROM objects WHERE id = ?1 AND kind = ?2 AND org_id = ?3 AND live_mode = ?4",
+            )?
+            .query_row(params![id, kind, scope.organization_id, scope.live_mode], stored_object)
+            .optional()
+        })
+    }
+
+    async fn list(&self, query: &ListQuery) -> Result<Page> {
+        let (sql, args) = list_sql(query);
+        let mut rows: Vec<(StoredObject, i64)> = self.read(|conn| {
+            let mut st = conn.prepare_cached(&sql)?;
+            let mapped = st.query_map(params_from_iter(args.iter()), |row| Ok((stored_object(row)?, row.get::<_, i64>(4)?)))?;
+            mapped.collect()
+        })?;
+        let next_seq = if rows.len() > query.limit {
+            rows.truncate(query.limit);
+            rows.last().map(|(_, seq)| *seq)
+        } else {
+            None
+        };
+        Ok(Page { items: rows.into_iter().map(|(item, _)| item).collect(), next_seq })
+    }
+
+    async fn children(&self, kind: &'static str, scope: &Scope, parent_ids: &[String]) -> Result<Vec<StoredObject>> {
+        if parent_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let placeholders = vec!["?"; parent_ids.len()].join(", ");
+        let sql = format!(
+            "SELECT id, parent_id, version, doc FROM objects WHERE kind = ? AND org_id = ? AND live_mode = ? AND parent_id IN ({placeholders}) ORDER BY seq"
+        );
+        let mut args = vec![
+            Value::Text(kind.to_owned()),
+            Value::Text(scope.organization_id.clone()),
+            Value::Integer(i64::from(scope.live_mode)),
+        ];
+        args.extend(parent_ids.iter().map(|id| Value::Text(id.clone())));
+        self.read(|conn| {
+            let mut st = conn.prepare(&sql)?;
+            let rows = st.query_map(params_from_iter(args.iter()), stored_object)?;
+            rows.collect()
+        })
+    }
+
+    async fn api_key_by_hash(&self, hash: &KeyHash) -> Result<Option<(ApiKey, KeyHash)>> {
+        let sql = format!("SELECT {API_KEY_COLUMNS} FROM api_keys WHERE key_hash = ?1");
+        self.read(|conn| conn.prepare_cached(&sql)?.query_row([&hash.0[..]], api_key_row).optional())
+    }
+
+    async fn api_key(&self, id: &str) -> Result<Option<ApiKey>> {
+        let sql = format!("SELECT {API_KEY_COLUMNS} FROM api_keys WHERE id = ?1");
+        let found = self.read(|conn| conn.prepare_cached(&sql)?.query_row([id], api_key_row).optional())?;
+        Ok(found.map(|(key, _)| key))
+    }
+
+    async fn api_keys(&self) -> Result<Vec<ApiKey>> {
+        let sql = format!("SELECT {API_KEY_COLUMNS} FROM api_keys ORDER BY created_at, id");
+        let rows = self.read(|conn| {
+            let mut st = conn.prepare(&sql)?;
+            let rows = st.query_map([], api_key_row)?;
+            rows.collect::<rusqlite::Result<Vec<_>>>()
+        })?;
+        Ok(rows.into_iter().map(|(key, _)| key).collect())
+    }
+
+    fn key_hasher(&self) -> &KeyHasher {
+        &self.hasher
+    }
+
+    async fn claim(&self, api_key_id: &str, key: &str, now: Timestamp, lease_ms: u64) -> Result<Claim> {
+        // Claim first, then look for a stored reply: a finishing owner stores its reply before it
+        // releases, so whoever gets the claim after that release sees the reply.
+        let Some(token) = self.claims.try_take(api_key_id, key, now, lease_ms) else {
+            return Ok(Claim::InFlight);
+        };
+        match self.reply(api_key_id, key, now) {
+            Ok(Some(reply)) => {
+                self.claims.release(&token);
+                Ok(Claim::Replay(reply))
+            }
+            Ok(None) => Ok(Claim::Acquired(token)),
+            Err(err) => {
+                self.claims.release(&token);
+                Err(err)
+            }
+        }
+    }
+
+    async fn release(&self, token: &ClaimToken) {
+        self.claims.release(token);
+    }
+
+    async fn purge_replies(&self, now: Timestamp, batch_max: usize) -> Result<usize> {
+        // Through the writer, so the purge shares commits with requests instead of fighting them.
+        let expired: Vec<(String, String)> = self.read(|conn| {
+            let mut st = conn.prepare_cached(
+                "SELECT api_key_id, key FROM idempotency_replies WHERE expires_at <= ?1 ORDER BY expires_at LIMIT ?2",
+            )?;
+            let rows = st.query_map(params![now.as_micros(), batch_max as i64], |row| Ok((row.get(0)?, row.get(1)?)))?;
+            rows.collect()
+        })?;
+        if expired.is_empty() {
+            return Ok(0);
+        }
+        let count = expired.len();
+        let mut batch = WriteBatch::new();
+        batch.writes.push(super::Write::PurgeReplies { keys: expired, before: now });
+        self.commit(batch).await?;
+        Ok(count)
+    }
+}

@@ -1,0 +1,231 @@
+//! The single writer thread and group commit.
+//!
+//! SQLite allows one writer at a time, and a durable commit costs an fsync. One thread owns the
+//! write connection, drains every batch that is waiting, runs each inside its own savepoint (so
+//! one batch's failure never touches another's) and commits them all with one fsync. Each batch
+//! still commits atomically, and no reply leaves before the commit that holds it is on disk.
+
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use tokio::sync::oneshot;
+
+use super::{kind_str, row_err};
+use crate::error::{Error, Result};
+use crate::store::{ObjectRecord, Write, WriteBatch, backend_error};
+
+/// Batches folded into one commit at most: bounds the latency one commit adds to its first batch.
+const GROUP_BATCHES_MAX: usize = 256;
+/// How long the writer waits for SQLite's write lock when another process (the CLI) holds it.
+pub const BUSY_TIMEOUT_MS: u64 = 5_000;
+
+pub struct Job {
+    pub batch: WriteBatch,
+    pub done: oneshot::Sender<Result<()>>,
+}
+
+pub type JobSender = SyncSender<Job>;
+
+/// Runs until every sender is gone.
+pub fn run(mut conn: Connection, jobs: Receiver<Job>) {
+    loop {
+        let first = match jobs.recv_timeout(Duration::from_secs(3600)) {
+            Ok(job) => job,
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => return,
+        };
+        let mut group = vec![first];
+        while group.len() < GROUP_BATCHES_MAX {
+            match jobs.try_recv() {
+                Ok(job) => group.push(job),
+                Err(_) => break,
+            }
+        }
+        commit_group(&mut conn, group);
+    }
+}
+
+fn commit_group(conn: &mut Connection, group: Vec<Job>) {
+    let mut outcomes: Vec<(oneshot::Sender<Result<()>>, Result<()>)> = Vec::with_capacity(group.len());
+    let tx = match conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate) {
+        Ok(tx) => tx,
+        Err(err) => {
+            for job in group {
+                let _ = job.done.send(Err(backend_error("begin", &err)));
+            }
+            return;
+        }
+    };
+    for job in group {
+        let outcome = apply_gated(&tx, &job.batch);
+        outcomes.push((job.done, outcome));
+    }
+    let committed = tx.commit().map_err(|err| backend_error("commit", err));
+    for (done, outcome) in outcomes {
+        let result = match (&committed, outcome) {
+            (Ok(()), outcome) => outcome,
+            (Err(err), _) => Err(Error::Internal(err.to_string())),
+        };
+        let _ = done.send(result);
+    }
+}
+
+/// Applies one batch inside a savepoint, unless its request was abandoned meanwhile.
+fn apply_gated(tx: &Transaction<'_>, batch: &WriteBatch) -> Result<()> {
+    if let Some(gate) = &batch.gate
+        && !gate.begin_commit()
+    {
+        return Err(Error::Unavailable { message: "the request was abandoned before it committed".into(), retry_after_s: 1 });
+    }
+    tx.execute_batch("SAVEPOINT batch").map_err(|e| backend_error("savepoint", e))?;
+    match batch.writes.iter().try_for_each(|write| apply(tx, write)) {
+        Ok(()) => tx.execute_batch("RELEASE batch").map_err(|e| backend_error("release", e)),
+        Err(err) => {
+            tx.execute_batch("ROLLBACK TO batch; RELEASE batch").map_err(|e| backend_error("rollback", e))?;
+            Err(err)
+        }
+    }
+}
+
+fn apply(tx: &Transaction<'_>, write: &Write) -> Result<()> {
+    match write {
+        Write::Insert(record) => insert_object(tx, record),
+        Write::Replace { record, expected_version } => replace_object(tx, record, *expected_version),
+        Write::Delete { kind, scope, id } => {
+            let seq = object_seq(tx, kind, &scope.organization_id, scope.live_mode, id)?
+                .ok_or_else(|| Error::not_found(&kind_str(kind)))?;
+            tx.execute("DELETE FROM object_terms WHERE object_seq = ?1", [seq]).map_err(row_err)?;
+            tx.execute("DELETE FROM objects WHERE seq = ?1", [seq]).map_err(row_err)?;
+            Ok(())
+        }
+        Write::Require { kind, scope, id, parameter } => {
+            match object_seq(tx, kind, &scope.organization_id, scope.live_mode, id)? {
+                Some(_) => Ok(()),
+                None => Err(Error::invalid(parameter.clone(), format!("{parameter} does not name an existing {}", kind_str(kind)))),
+            }
+        }
+        Write::InsertApiKey { key, hash } => {
+            tx.prepare_cached(
+                "INSERT INTO api_keys (id, key_hash, name, organization_id, live_mode, created_at, updated_at, expires_at, decommissioned_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            )
+            .and_then(|mut st| {
+                st.execute(params![
+                    key.id,
+                    &hash.0[..],
+                    key.name,
+                    key.organization_id,
+                    key.live_mode,
+                    key.created_at.as_micros(),
+                    key.updated_at.as_micros(),
+                    key.expires_at.map(|t| t.as_micros()),
+                    key.decommissioned_at.map(|t| t.as_micros()),
+                ])
+            })
+            .map_err(row_err)?;
+            Ok(())
+        }
+        Write::UpdateApiKey(key) => {
+            let changed = tx
+                .execute(
+                    "UPDATE api_keys SET name = ?2, updated_at = ?3, expires_at = ?4, decommissioned_at = ?5 WHERE id = ?1",
+                    params![
+                        key.id,
+                        key.name,
+                        key.updated_at.as_micros(),
+                        key.expires_at.map(|t| t.as_micros()),
+                        key.decommissioned_at.map(|t| t.as_micros()),
+                    ],
+                )
+                .map_err(row_err)?;
+            if changed == 0 { Err(Error::not_found("api key")) } else { Ok(()) }
+        }
+        Write::PurgeReplies { keys, before } => {
+            let mut st = tx
+                .prepare_cached("DELETE FROM idempotency_replies WHERE api_key_id = ?1 AND key = ?2 AND expires_at <= ?3")
+                .map_err(row_err)?;
+            for (api_key_id, key) in keys {
+                st.execute(params![api_key_id, key, before.as_micros()]).map_err(row_err)?;
+            }
+            Ok(())
+        }
+        Write::SaveReply(reply) => {
+            tx.prepare_cached(
+                "INSERT OR REPLACE INTO idempotency_replies (api_key_id, key, status, content_type, body, fingerprint, created_at, expires_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            )
+            .and_then(|mut st| {
+                st.execute(params![
+                    reply.api_key_id,
+                    reply.key,
+                    reply.status,
+                    reply.content_type,
+                    &reply.body[..],
+                    &reply.fingerprint[..],
+                    reply.created_at.as_micros(),
+                    reply.expires_at.as_micros(),
+                ])
+            })
+            .map_err(row_err)?;
+            Ok(())
+        }
+    }
+}
+
+fn object_seq(tx: &Transaction<'_>, kind: &str, org: &str, live: bool, id: &str) -> Result<Option<i64>> {
+    tx.prepare_cached("SELECT seq FROM objects WHERE id = ?1 AND kind = ?2 AND org_id = ?3 AND live_mode = ?4")
+        .and_then(|mut st| st.query_row(params![id, kind, org, live], |row| row.get(0)).optional())
+        .map_err(row_err)
+}
+
+fn insert_object(tx: &Transaction<'_>, record: &ObjectRecord) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO objects (id, kind, org_id, live_mode, parent_id, created_at, version, doc)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 1, ?7)",
+    )
+    .and_then(|mut st| {
+        st.execute(params![
+            record.id,
+            record.kind,
+            record.scope.organization_id,
+            record.scope.live_mode,
+            record.parent_id,
+            record.created_at.as_micros(),
+            record.doc,
+        ])
+    })
+    .map_err(row_err)?;
+    insert_terms(tx, tx.last_insert_rowid(), record)
+}
+
+fn replace_object(tx: &Transaction<'_>, record: &ObjectRecord, expected_version: i64) -> Result<()> {
+    let scope = &record.scope;
+    let seq = object_seq(tx, record.kind, &scope.organization_id, scope.live_mode, &record.id)?
+        .ok_or_else(|| Error::not_found(&kind_str(record.kind)))?;
+    let changed = tx
+        .prepare_cached("UPDATE objects SET doc = ?1, parent_id = ?2, version = version + 1 WHERE seq = ?3 AND version = ?4")
+        .and_then(|mut st| st.execute(params![record.doc, record.parent_id, seq, expected_version]))
+        .map_err(row_err)?;
+    if changed == 0 {
+        return Err(Error::Conflict {
+            message: format!("the {} was changed by another request; retry", kind_str(record.kind)),
+            parameter: None,
+            retry_after_s: Some(0),
+        });
+    }
+    tx.prepare_cached("DELETE FROM object_terms WHERE object_seq = ?1")
+        .and_then(|mut st| st.execute([seq]))
+        .map_err(row_err)?;
+    insert_terms(tx, seq, record)
+}
+
+fn insert_terms(tx: &Transaction<'_>, seq: i64, record: &ObjectRecord) -> Result<()> {
+    let mut st = tx
+        .prepare_cached("INSERT OR IGNORE INTO object_terms (object_seq, name, value) VALUES (?1, ?2, ?3)")
+        .map_err(row_err)?;
+    for term in &record.terms {
+        st.execute(params![seq, term.name, term.value]).map_err(row_err)?;
+    }
+    Ok(())
+}
