@@ -38,6 +38,8 @@ pub struct Server {
     pub admin_addr: Option<SocketAddr>,
     /// The certificate clients should trust (the generated one, or the configured one).
     pub cert_path: Option<PathBuf>,
+    /// The server's store, for in-process tools (tests create keys through it).
+    pub store: Arc<dyn Store>,
     task: JoinHandle<()>,
 }
 
@@ -122,7 +124,7 @@ pub async fn launch(config: Config, listener: TcpListener, shutdown: impl Future
         drop(lock);
         tracing::info!("payrail stopped");
     });
-    Ok(Server { local_addr, admin_addr, cert_path, task })
+    Ok(Server { local_addr, admin_addr, cert_path, store, task })
 }
 
 async fn stopped(mut stop: watch::Receiver<bool>) {

@@ -1,13 +1,68 @@
 //! The API's resources, one module each: thin handlers that parse, call the domain, reply.
 
 mod api_keys;
+mod counterparties;
+mod events;
+mod external_accounts;
+mod internal_accounts;
 mod ping;
 
 use axum::Router;
+use axum::body::Bytes;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
+use crate::domain::listing::{ListedPage, PageSpec};
+use crate::error::Error;
 use crate::http::AppState;
+use crate::http::extract::QueryParams;
+use crate::http::idempotency::json_response;
+use crate::http::pagination::{PageRequest, page_response};
 
 pub fn routes() -> Router<AppState> {
-    Router::new().route("/ping", get(ping::ping)).route("/api_keys/current", get(api_keys::current))
+    Router::new()
+        .route("/ping", get(ping::ping))
+        .route("/api_keys/current", get(api_keys::current))
+        .route("/counterparties", get(counterparties::list).post(counterparties::create))
+        .route(
+            "/counterparties/{id}",
+            get(counterparties::retrieve).patch(counterparties::update).delete(counterparties::delete),
+        )
+        .route("/external_accounts", get(external_accounts::list).post(external_accounts::create))
+        .route(
+            "/external_accounts/{id}",
+            get(external_accounts::retrieve).patch(external_accounts::update).delete(external_accounts::delete),
+        )
+        .route("/internal_accounts", get(internal_accounts::list).post(internal_accounts::create))
+        .route("/internal_accounts/{id}", get(internal_accounts::retrieve).patch(internal_accounts::update))
+        .route("/events", get(events::list))
+        .route("/events/{id}", get(events::retrieve))
+}
+
+/// The page a list request asks for.
+fn page_spec(query: &QueryParams) -> Result<PageSpec, Error> {
+    let page = PageRequest::from_query(query)?;
+    Ok(PageSpec { per_page: page.per_page, after_seq: page.after_seq })
+}
+
+fn listed(page: ListedPage, spec: PageSpec) -> Response {
+    page_response(page.json, spec.per_page, page.next_seq)
+}
+
+fn ok_json(json: String) -> Response {
+    json_response(StatusCode::OK, Bytes::from(json))
+}
+
+fn created_json(json: String) -> Response {
+    json_response(StatusCode::CREATED, Bytes::from(json))
+}
+
+fn no_content() -> Response {
+    StatusCode::NO_CONTENT.into_response()
+}
+
+/// A query parameter, owned.
+fn param(query: &QueryParams, name: &str) -> Option<String> {
+    query.get(name).filter(|v| !v.is_empty()).map(str::to_owned)
 }

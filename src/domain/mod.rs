@@ -1,5 +1,54 @@
-//! The domain: pure types and rules. It knows the store trait, never HTTP or SQL.
+//! The domain: resource types, their rules, and the operations on them. It knows the store
+//! trait and JSON (the wire format is the resource's own shape), never HTTP or SQL.
 
 pub mod api_key;
+pub mod common;
+pub mod counterparty;
+pub mod enums;
+pub mod event;
+pub mod external_account;
+pub mod internal_account;
 pub mod keys;
+pub mod listing;
 pub mod time;
+pub mod validate;
+
+use async_trait::async_trait;
+
+use crate::error::Result;
+use crate::store::{Store, WriteBatch};
+use api_key::Scope;
+use time::Timestamp;
+
+/// Commits a batch together with the reply that reports it (the HTTP layer stores that reply
+/// for idempotent replay in the same transaction, SPEC I3).
+#[async_trait]
+pub trait Commit: Send + Sync {
+    async fn commit(&self, batch: WriteBatch, reply_json: &str) -> Result<()>;
+}
+
+/// What an operation acts with: the store, the caller's tenant, and the time it runs at.
+pub struct Ctx<'a> {
+    pub store: &'a dyn Store,
+    pub scope: &'a Scope,
+    pub now: Timestamp,
+}
+
+/// How many times an update re-reads and re-applies after losing a race to another writer.
+pub const UPDATE_ATTEMPTS_MAX: usize = 5;
+
+/// Runs `attempt` again when it lost an optimistic-concurrency race (a version conflict).
+pub async fn retry_on_conflict<T, F, Fut>(mut attempt: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match attempt().await {
+            Err(crate::error::Error::Conflict { parameter: None, .. }) if tries < UPDATE_ATTEMPTS_MAX => continue,
+            other => return other,
+        }
+    }
+}

@@ -25,6 +25,10 @@ impl Timestamp {
         self.0
     }
 
+    pub fn plus_micros(self, micros: i64) -> Self {
+        Timestamp(self.0.saturating_add(micros))
+    }
+
     pub fn plus_secs(self, secs: i64) -> Self {
         Timestamp(self.0.saturating_add(secs.saturating_mul(1_000_000)))
     }

@@ -21,6 +21,7 @@ use sha2::{Digest, Sha256};
 
 use super::AppState;
 use super::auth::Principal;
+use crate::domain::Commit;
 use crate::error::Error;
 use crate::store::{Claim, ClaimToken, CommitGate, Store, StoredReply, Write, WriteBatch};
 
@@ -54,16 +55,20 @@ impl<S: Send + Sync> FromRequestParts<S> for WriteContext {
 }
 
 impl AppState {
-    /// Commits `batch` and, under an idempotency key, the reply with it; then answers with it.
-    pub async fn commit_reply(&self, ctx: &WriteContext, mut batch: WriteBatch, status: StatusCode, body: Vec<u8>) -> Result<Response, Error> {
-        let body = Bytes::from(body);
+    /// Commits `batch` and, under an idempotency key, the reply `body` with it (I3).
+    pub async fn commit_reply(&self, ctx: &WriteContext, mut batch: WriteBatch, status: StatusCode, body: Bytes) -> Result<(), Error> {
         if let Some(target) = &ctx.reply {
-            batch.push(Write::SaveReply(self.stored_reply(target, status, body.clone())));
+            batch.push(Write::SaveReply(self.stored_reply(target, status, body)));
         }
         batch.gate = Some(ctx.gate.clone());
         self.store.commit(batch).await?;
         ctx.stored.store(true, Ordering::Release);
-        Ok(json_response(status, body))
+        Ok(())
+    }
+
+    /// The domain's way to commit, for a handler that will answer `status`.
+    pub fn committer<'a>(&'a self, ctx: &'a WriteContext, status: StatusCode) -> Committer<'a> {
+        Committer { state: self, ctx, status }
     }
 
     fn stored_reply(&self, target: &ReplyTarget, status: StatusCode, body: Bytes) -> StoredReply {
@@ -78,6 +83,21 @@ impl AppState {
             created_at: now,
             expires_at: now.plus_secs(self.config.idempotency_ttl_secs),
         }
+    }
+}
+
+/// Commits domain batches with the reply that will report them.
+pub struct Committer<'a> {
+    state: &'a AppState,
+    ctx: &'a WriteContext,
+    status: StatusCode,
+}
+
+#[async_trait::async_trait]
+impl Commit for Committer<'_> {
+    async fn commit(&self, batch: WriteBatch, reply_json: &str) -> Result<(), Error> {
+        let body = Bytes::copy_from_slice(reply_json.as_bytes());
+        self.state.commit_reply(self.ctx, batch, self.status, body).await
     }
 }
 
@@ -263,7 +283,7 @@ async fn execute_claimed(
 async fn store_late(state: &AppState, ctx: &WriteContext, response: Response) -> Result<Response, Error> {
     let (parts, body) = response.into_parts();
     let bytes = axum::body::to_bytes(body, usize::MAX).await.map_err(|err| Error::internal(format!("reading reply: {err}")))?;
-    state.commit_reply(ctx, WriteBatch::new(), parts.status, bytes.to_vec()).await?;
+    state.commit_reply(ctx, WriteBatch::new(), parts.status, bytes.clone()).await?;
     Ok(Response::from_parts(parts, Body::from(bytes)))
 }
 

@@ -19,6 +19,8 @@ use axum::response::Response;
 use axum::{Extension, Router};
 
 use crate::config::Config;
+use crate::domain::Ctx;
+use crate::domain::api_key::Scope;
 use crate::domain::time::Clock;
 use crate::error::Error;
 use crate::store::Store;
@@ -30,6 +32,13 @@ pub struct AppState {
     pub clock: Arc<dyn Clock>,
     pub config: Arc<Config>,
     pub metrics: Arc<metrics::Metrics>,
+}
+
+impl AppState {
+    /// The domain's view of a request: store, tenant, and the time it runs at.
+    pub fn ctx<'a>(&'a self, scope: &'a Scope) -> Ctx<'a> {
+        Ctx { store: self.store.as_ref(), scope, now: self.clock.now() }
+    }
 }
 
 /// The API router: `/api/*` behind authentication, nothing else served.

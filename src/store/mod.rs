@@ -74,6 +74,8 @@ pub enum Write {
     /// Replace a document if nobody changed it since `expected_version` was read.
     Replace { record: ObjectRecord, expected_version: i64 },
     Delete { kind: &'static str, scope: Scope, id: String },
+    /// Deletes every object of `kind` whose parent is `parent_id` (a cascade).
+    DeleteChildren { kind: &'static str, scope: Scope, parent_id: String },
     /// Fails the batch with a 422 naming `parameter` unless the object exists in `scope`.
     Require { kind: &'static str, scope: Scope, id: String, parameter: String },
     InsertApiKey { key: ApiKey, hash: KeyHash },

@@ -99,6 +99,14 @@ fn apply(tx: &Transaction<'_>, write: &Write) -> Result<()> {
             tx.execute("DELETE FROM objects WHERE seq = ?1", [seq]).map_err(row_err)?;
             Ok(())
         }
+        Write::DeleteChildren { kind, scope, parent_id } => {
+            let params = params![kind, scope.organization_id, scope.live_mode, parent_id];
+            let filter = "kind = ?1 AND org_id = ?2 AND live_mode = ?3 AND parent_id = ?4";
+            tx.execute(&format!("DELETE FROM object_terms WHERE object_seq IN (SELECT seq FROM objects WHERE {filter})"), params)
+                .map_err(row_err)?;
+            tx.execute(&format!("DELETE FROM objects WHERE {filter}"), params).map_err(row_err)?;
+            Ok(())
+        }
         Write::Require { kind, scope, id, parameter } => {
             match object_seq(tx, kind, &scope.organization_id, scope.live_mode, id)? {
                 Some(_) => Ok(()),

@@ -1,0 +1,59 @@
+//! `/api/external_accounts`: create (201), retrieve, list, update, delete (204).
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+
+use super::{created_json, listed, no_content, ok_json, page_spec, param};
+use crate::domain::external_account::{self, ExternalAccountFilter, ExternalAccountInput, ExternalAccountPatch};
+use crate::error::Error;
+use crate::http::AppState;
+use crate::http::auth::Principal;
+use crate::http::extract::{JsonBody, PathId, QueryParams};
+use crate::http::idempotency::WriteContext;
+
+pub async fn create(
+    State(state): State<AppState>,
+    principal: Principal,
+    write: WriteContext,
+    JsonBody(input): JsonBody<ExternalAccountInput>,
+) -> Result<Response, Error> {
+    let scope = principal.scope();
+    let json = external_account::create(&state.ctx(&scope), &state.committer(&write, StatusCode::CREATED), &input).await?;
+    Ok(created_json(json))
+}
+
+pub async fn retrieve(State(state): State<AppState>, principal: Principal, PathId(id): PathId) -> Result<Response, Error> {
+    let scope = principal.scope();
+    Ok(ok_json(external_account::get(&state.ctx(&scope), &id).await?))
+}
+
+pub async fn list(State(state): State<AppState>, principal: Principal, query: QueryParams) -> Result<Response, Error> {
+    let scope = principal.scope();
+    let spec = page_spec(&query)?;
+    let filter = ExternalAccountFilter {
+        counterparty_id: param(&query, "counterparty_id"),
+        party_name: param(&query, "party_name"),
+        external_id: param(&query, "external_id"),
+        metadata: query.metadata(),
+    };
+    Ok(listed(external_account::list(&state.ctx(&scope), &filter, spec).await?, spec))
+}
+
+pub async fn update(
+    State(state): State<AppState>,
+    principal: Principal,
+    write: WriteContext,
+    PathId(id): PathId,
+    JsonBody(patch): JsonBody<ExternalAccountPatch>,
+) -> Result<Response, Error> {
+    let scope = principal.scope();
+    let json = external_account::update(&state.ctx(&scope), &state.committer(&write, StatusCode::OK), &id, &patch).await?;
+    Ok(ok_json(json))
+}
+
+pub async fn delete(State(state): State<AppState>, principal: Principal, write: WriteContext, PathId(id): PathId) -> Result<Response, Error> {
+    let scope = principal.scope();
+    external_account::delete(&state.ctx(&scope), &state.committer(&write, StatusCode::NO_CONTENT), &id).await?;
+    Ok(no_content())
+}

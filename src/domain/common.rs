@@ -1,0 +1,219 @@
+//! Parts shared by accounts and counterparties: addresses, account and routing details,
+//! contact details; and the small helpers every resource module uses.
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use super::enums;
+use super::time::Timestamp;
+use super::validate::{self, TEXT_LEN_MAX};
+use crate::error::Result;
+
+pub fn new_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+/// Deserialises a field that may be absent (`None`), null (`Some(None)`) or set (`Some(Some)`),
+/// so a PATCH can tell "leave it" from "clear it".
+pub fn nullable<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
+}
+
+/// Who and when a nested object is made for.
+#[derive(Debug, Clone, Copy)]
+pub struct Stamp {
+    pub live_mode: bool,
+    pub now: Timestamp,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Address {
+    pub id: String,
+    pub object: String,
+    pub live_mode: bool,
+    pub line1: Option<String>,
+    pub line2: Option<String>,
+    pub locality: Option<String>,
+    pub region: Option<String>,
+    pub postal_code: Option<String>,
+    pub country: Option<String>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct AddressInput {
+    pub line1: Option<String>,
+    pub line2: Option<String>,
+    pub locality: Option<String>,
+    pub region: Option<String>,
+    pub postal_code: Option<String>,
+    pub country: Option<String>,
+}
+
+impl AddressInput {
+    pub fn build(&self, param: &str, stamp: Stamp) -> Result<Address> {
+        let field = |name: &str, value: &Option<String>| validate::opt_text(&format!("{param}.{name}"), value.as_deref(), TEXT_LEN_MAX);
+        Ok(Address {
+            id: new_id(),
+            object: "address".into(),
+            live_mode: stamp.live_mode,
+            line1: field("line1", &self.line1)?,
+            line2: field("line2", &self.line2)?,
+            locality: field("locality", &self.locality)?,
+            region: field("region", &self.region)?,
+            postal_code: field("postal_code", &self.postal_code)?,
+            country: field("country", &self.country)?,
+            created_at: stamp.now,
+            updated_at: stamp.now,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct AccountDetail {
+    pub id: String,
+    pub object: String,
+    pub live_mode: bool,
+    pub account_number: Option<String>,
+    pub account_number_safe: String,
+    pub account_number_type: String,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub discarded_at: Option<Timestamp>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct AccountDetailInput {
+    pub account_number: String,
+    pub account_number_type: Option<String>,
+}
+
+impl AccountDetailInput {
+    pub fn build(&self, param: &str, stamp: Stamp) -> Result<AccountDetail> {
+        let number_type = match &self.account_number_type {
+            Some(t) => validate::one_of(&format!("{param}.account_number_type"), t, enums::ACCOUNT_NUMBER_TYPES)?,
+            None => "other".to_owned(),
+        };
+        let number = validate::account_number(&format!("{param}.account_number"), &self.account_number, &number_type)?;
+        Ok(account_detail(number, number_type, stamp))
+    }
+}
+
+pub fn account_detail(number: String, number_type: String, stamp: Stamp) -> AccountDetail {
+    let safe_start = number.len().saturating_sub(4);
+    AccountDetail {
+        id: new_id(),
+        object: "account_detail".into(),
+        live_mode: stamp.live_mode,
+        account_number_safe: number[safe_start..].to_owned(),
+        account_number: Some(number),
+        account_number_type: number_type,
+        created_at: stamp.now,
+        updated_at: stamp.now,
+        discarded_at: None,
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RoutingDetail {
+    pub id: String,
+    pub object: String,
+    pub live_mode: bool,
+    pub payment_type: Option<String>,
+    pub routing_number: String,
+    pub routing_number_type: String,
+    /// Payrail has no bank directory: the name is empty unless Payrail made the account.
+    pub bank_name: String,
+    pub bank_address: Option<Address>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub discarded_at: Option<Timestamp>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct RoutingDetailInput {
+    pub routing_number: String,
+    pub routing_number_type: String,
+    pub payment_type: Option<String>,
+}
+
+impl RoutingDetailInput {
+    pub fn build(&self, param: &str, stamp: Stamp) -> Result<RoutingDetail> {
+        let routing_type = validate::one_of(&format!("{param}.routing_number_type"), &self.routing_number_type, enums::ROUTING_NUMBER_TYPES)?;
+        let number = validate::routing_number(&format!("{param}.routing_number"), &self.routing_number, &routing_type)?;
+        let payment_type = self
+            .payment_type
+            .as_deref()
+            .map(|t| validate::one_of(&format!("{param}.payment_type"), t, enums::PAYMENT_TYPES))
+            .transpose()?;
+        Ok(routing_detail(number, routing_type, payment_type, String::new(), stamp))
+    }
+}
+
+pub fn routing_detail(number: String, routing_type: String, payment_type: Option<String>, bank_name: String, stamp: Stamp) -> RoutingDetail {
+    RoutingDetail {
+        id: new_id(),
+        object: "routing_detail".into(),
+        live_mode: stamp.live_mode,
+        payment_type,
+        routing_number: number,
+        routing_number_type: routing_type,
+        bank_name,
+        bank_address: None,
+        created_at: stamp.now,
+        updated_at: stamp.now,
+        discarded_at: None,
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ContactDetail {
+    pub id: String,
+    pub object: String,
+    pub live_mode: bool,
+    pub contact_identifier: String,
+    pub contact_identifier_type: String,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub discarded_at: Option<Timestamp>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct ContactDetailInput {
+    pub contact_identifier: Option<String>,
+    pub contact_identifier_type: Option<String>,
+}
+
+const CONTACT_TYPES: &[&str] = &["email", "phone_number", "website"];
+
+impl ContactDetailInput {
+    pub fn build(&self, param: &str, stamp: Stamp) -> Result<ContactDetail> {
+        let kind = match &self.contact_identifier_type {
+            Some(t) => validate::one_of(&format!("{param}.contact_identifier_type"), t, CONTACT_TYPES)?,
+            None => "email".to_owned(),
+        };
+        let id_param = format!("{param}.contact_identifier");
+        let identifier = match &self.contact_identifier {
+            Some(value) if kind == "email" => validate::email(&id_param, value)?,
+            Some(value) => validate::text(&id_param, value, TEXT_LEN_MAX)?,
+            None => return Err(crate::error::Error::missing(id_param)),
+        };
+        Ok(ContactDetail {
+            id: new_id(),
+            object: "contact_detail".into(),
+            live_mode: stamp.live_mode,
+            contact_identifier: identifier,
+            contact_identifier_type: kind,
+            created_at: stamp.now,
+            updated_at: stamp.now,
+            discarded_at: None,
+        })
+    }
+}
+
+/// Builds each item of a list, naming failures `param[i]`.
+pub fn build_all<I, T>(param: &str, items: &[I], build: impl Fn(&I, &str) -> Result<T>) -> Result<Vec<T>> {
+    items.iter().enumerate().map(|(i, item)| build(item, &format!("{param}[{i}]"))).collect()
+}
+
+pub const PARTY_TYPES: &[&str] = &["business", "individual"];

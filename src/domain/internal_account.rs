@@ -1,0 +1,353 @@
+//! Internal accounts: the organization's own accounts, the originating side of payments.
+//!
+//! Payrail connects to no bank. Every organization and mode has one built-in connection (its
+//! id is derived from the tenant, so it is stable), and each new internal account gets a
+//! generated account number and Payrail's sandbox routing number, so payments can be built
+//! against it end to end.
+
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::api_key::Scope;
+use super::common::{AccountDetail, Address, AddressInput, PARTY_TYPES, RoutingDetail, Stamp, account_detail, new_id, nullable, routing_detail};
+use super::listing::{self, ListedPage, PageSpec};
+use super::time::Timestamp;
+use super::validate::{self, Metadata, TEXT_LEN_MAX};
+use super::{Commit, Ctx, counterparty, enums, event, retry_on_conflict};
+use crate::error::{Error, Result};
+use crate::store::{Filter, ObjectRecord, StoredObject, Term, Write, WriteBatch};
+
+pub const KIND: &str = "internal_account";
+/// Routing number of Payrail's simulated bank: ABA-valid, in a Federal Reserve district range.
+pub const SANDBOX_ROUTING_NUMBER: &str = "110000000";
+pub const SANDBOX_BANK_NAME: &str = "Payrail Sandbox Bank";
+const STATUSES: &[&str] = &["active", "closed", "pending_activation", "pending_closure", "suspended"];
+const DIRECTIONS: &[&str] = &["credit", "debit"];
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Connection {
+    pub id: String,
+    pub object: String,
+    pub live_mode: bool,
+    pub vendor_id: String,
+    pub vendor_name: String,
+    pub vendor_customer_id: Option<String>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub discarded_at: Option<Timestamp>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AccountCapability {
+    pub id: String,
+    pub object: String,
+    pub live_mode: bool,
+    pub direction: String,
+    pub payment_type: String,
+    pub identifier: Option<String>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub discarded_at: Option<Timestamp>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct InternalAccount {
+    pub id: String,
+    pub object: String,
+    pub live_mode: bool,
+    pub name: Option<String>,
+    pub account_type: Option<String>,
+    pub party_name: String,
+    pub party_type: Option<String>,
+    pub party_address: Option<Address>,
+    pub currency: String,
+    pub account_details: Vec<AccountDetail>,
+    pub routing_details: Vec<RoutingDetail>,
+    pub account_capabilities: Vec<AccountCapability>,
+    pub connection: Connection,
+    pub counterparty_id: Option<String>,
+    pub parent_account_id: Option<String>,
+    pub ledger_account_id: Option<String>,
+    pub contra_ledger_account_id: Option<String>,
+    pub legal_entity_id: Option<String>,
+    pub debitable: Option<bool>,
+    pub external_id: Option<String>,
+    pub metadata: Metadata,
+    pub status: Option<String>,
+    pub vendor_id: Option<String>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct CapabilityInput {
+    pub direction: String,
+    pub payment_type: String,
+    pub identifier: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct InternalAccountInput {
+    pub name: Option<String>,
+    pub currency: Option<String>,
+    pub account_type: Option<String>,
+    pub party_name: Option<String>,
+    pub party_type: Option<String>,
+    pub party_address: Option<AddressInput>,
+    #[serde(default)]
+    pub account_capabilities: Vec<CapabilityInput>,
+    pub connection_id: Option<String>,
+    pub counterparty_id: Option<String>,
+    pub parent_account_id: Option<String>,
+    pub legal_entity_id: Option<String>,
+    pub debitable: Option<bool>,
+    pub external_id: Option<String>,
+    pub metadata: Option<Metadata>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct InternalAccountPatch {
+    pub name: Option<String>,
+    pub metadata: Option<Metadata>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub external_id: Option<Option<String>>,
+    pub counterparty_id: Option<String>,
+    pub parent_account_id: Option<String>,
+    pub party_address: Option<AddressInput>,
+    pub status: Option<String>,
+    pub ledger_account_id: Option<String>,
+    pub contra_ledger_account_id: Option<String>,
+}
+
+/// The tenant's one built-in connection; its id is the same every time it is asked for.
+pub fn connection(scope: &Scope, created_at: Timestamp) -> Connection {
+    let digest = Sha256::digest(format!("payrail-connection:{}:{}", scope.organization_id, scope.live_mode));
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    Connection {
+        id: uuid::Builder::from_random_bytes(bytes).into_uuid().to_string(),
+        object: "connection".into(),
+        live_mode: scope.live_mode,
+        vendor_id: "payrail".into(),
+        vendor_name: SANDBOX_BANK_NAME.into(),
+        vendor_customer_id: None,
+        created_at,
+        updated_at: created_at,
+        discarded_at: None,
+    }
+}
+
+impl CapabilityInput {
+    fn build(&self, param: &str, stamp: Stamp) -> Result<AccountCapability> {
+        Ok(AccountCapability {
+            id: new_id(),
+            object: "account_capability".into(),
+            live_mode: stamp.live_mode,
+            direction: validate::one_of(&format!("{param}.direction"), &self.direction, DIRECTIONS)?,
+            payment_type: validate::one_of(&format!("{param}.payment_type"), &self.payment_type, enums::PAYMENT_TYPES)?,
+            identifier: validate::opt_text(&format!("{param}.identifier"), self.identifier.as_deref(), TEXT_LEN_MAX)?,
+            created_at: stamp.now,
+            updated_at: stamp.now,
+            discarded_at: None,
+        })
+    }
+}
+
+impl InternalAccountInput {
+    fn build(&self, scope: &Scope, stamp: Stamp) -> Result<InternalAccount> {
+        if self.legal_entity_id.is_some() {
+            return Err(Error::invalid("legal_entity_id", "legal entities are not supported by Payrail"));
+        }
+        let name = validate::text("name", self.name.as_deref().ok_or_else(|| Error::missing("name"))?, TEXT_LEN_MAX)?;
+        let currency = validate::currency("currency", self.currency.as_deref().ok_or_else(|| Error::missing("currency"))?)?;
+        let connection = connection(scope, stamp.now);
+        if let Some(given) = &self.connection_id
+            && *given != connection.id
+        {
+            return Err(Error::invalid("connection_id", "connection_id does not name an existing connection"));
+        }
+        let number: String = (0..12).map(|_| char::from(b'0' + rand::rng().random_range(0..10u8))).collect();
+        Ok(InternalAccount {
+            id: new_id(),
+            object: KIND.into(),
+            live_mode: stamp.live_mode,
+            party_name: match &self.party_name {
+                Some(p) => validate::text("party_name", p, TEXT_LEN_MAX)?,
+                None => name.clone(),
+            },
+            name: Some(name),
+            account_type: self.account_type.as_deref().map(|t| validate::one_of("account_type", t, enums::ACCOUNT_TYPES)).transpose()?,
+            party_type: self.party_type.as_deref().map(|t| validate::one_of("party_type", t, PARTY_TYPES)).transpose()?,
+            party_address: self.party_address.as_ref().map(|a| a.build("party_address", stamp)).transpose()?,
+            currency,
+            account_details: vec![account_detail(number, "other".into(), stamp)],
+            routing_details: vec![routing_detail(SANDBOX_ROUTING_NUMBER.into(), "aba".into(), None, SANDBOX_BANK_NAME.into(), stamp)],
+            account_capabilities: super::common::build_all("account_capabilities", &self.account_capabilities, |c, at| c.build(at, stamp))?,
+            connection,
+            counterparty_id: self.counterparty_id.as_deref().map(|id| validate::id("counterparty_id", id)).transpose()?,
+            parent_account_id: self.parent_account_id.as_deref().map(|id| validate::id("parent_account_id", id)).transpose()?,
+            ledger_account_id: None,
+            contra_ledger_account_id: None,
+            legal_entity_id: None,
+            debitable: self.debitable,
+            external_id: validate::opt_text("external_id", self.external_id.as_deref(), TEXT_LEN_MAX)?,
+            metadata: validate::metadata("metadata", self.metadata.as_ref())?,
+            status: Some("active".into()),
+            vendor_id: None,
+            created_at: stamp.now,
+            updated_at: stamp.now,
+        })
+    }
+}
+
+impl InternalAccount {
+    fn terms(&self) -> Vec<Term> {
+        let mut terms: Vec<Term> = listing::metadata_terms(&self.metadata).collect();
+        terms.push(Term::new("currency", &self.currency));
+        terms.extend(self.status.as_ref().map(|s| Term::new("status", s)));
+        terms.extend(self.counterparty_id.as_ref().map(|id| Term::new("counterparty_id", id)));
+        terms.extend(self.external_id.as_ref().map(|id| Term::new("external_id", id)));
+        for capability in &self.account_capabilities {
+            terms.push(Term::new("payment_type", &capability.payment_type));
+            terms.push(Term::new("payment_direction", &capability.direction));
+            terms.push(Term::new("capability", format!("{}:{}", capability.direction, capability.payment_type)));
+        }
+        terms
+    }
+
+    fn record(&self, scope: &Scope, json: String) -> ObjectRecord {
+        ObjectRecord {
+            id: self.id.clone(),
+            kind: KIND,
+            scope: scope.clone(),
+            parent_id: None,
+            created_at: self.created_at,
+            doc: json,
+            terms: self.terms(),
+        }
+    }
+
+    fn apply(&mut self, patch: &InternalAccountPatch, stamp: Stamp) -> Result<()> {
+        if patch.ledger_account_id.is_some() || patch.contra_ledger_account_id.is_some() {
+            let param = if patch.ledger_account_id.is_some() { "ledger_account_id" } else { "contra_ledger_account_id" };
+            return Err(Error::invalid(param, "ledgers are not supported by Payrail"));
+        }
+        if let Some(name) = &patch.name {
+            self.name = Some(validate::text("name", name, TEXT_LEN_MAX)?);
+        }
+        if let Some(metadata) = &patch.metadata {
+            self.metadata = validate::metadata("metadata", Some(metadata))?;
+        }
+        if let Some(external_id) = &patch.external_id {
+            self.external_id = validate::opt_text("external_id", external_id.as_deref(), TEXT_LEN_MAX)?;
+        }
+        if let Some(id) = &patch.counterparty_id {
+            self.counterparty_id = Some(validate::id("counterparty_id", id)?);
+        }
+        if let Some(id) = &patch.parent_account_id {
+            if *id == self.id {
+                return Err(Error::invalid("parent_account_id", "an account cannot be its own parent"));
+            }
+            self.parent_account_id = Some(validate::id("parent_account_id", id)?);
+        }
+        if let Some(address) = &patch.party_address {
+            self.party_address = Some(address.build("party_address", stamp)?);
+        }
+        if let Some(status) = &patch.status {
+            // Clients may only ask for closure; the bank moves the account on from there.
+            self.status = Some(validate::one_of("status", status, &["pending_closure"])?);
+        }
+        self.updated_at = stamp.now;
+        Ok(())
+    }
+
+    /// Preconditions that the accounts this one refers to still exist when it commits.
+    fn stage_references(&self, scope: &Scope, batch: &mut WriteBatch) {
+        if let Some(id) = &self.counterparty_id {
+            batch.push(Write::Require { kind: counterparty::KIND, scope: scope.clone(), id: id.clone(), parameter: "counterparty_id".into() });
+        }
+        if let Some(id) = &self.parent_account_id {
+            batch.push(Write::Require { kind: KIND, scope: scope.clone(), id: id.clone(), parameter: "parent_account_id".into() });
+        }
+    }
+}
+
+fn to_json(account: &InternalAccount) -> Result<String> {
+    serde_json::to_string(account).map_err(|e| Error::internal(format!("internal account: {e}")))
+}
+
+pub fn parse(stored: &StoredObject) -> Result<InternalAccount> {
+    serde_json::from_str(&stored.doc).map_err(|e| Error::internal(format!("stored internal account {}: {e}", stored.id)))
+}
+
+pub async fn create(ctx: &Ctx<'_>, commit: &dyn Commit, input: &InternalAccountInput) -> Result<String> {
+    let account = input.build(ctx.scope, Stamp { live_mode: ctx.scope.live_mode, now: ctx.now })?;
+    let mut batch = WriteBatch::new();
+    account.stage_references(ctx.scope, &mut batch);
+    let json = to_json(&account)?;
+    batch.push(Write::Insert(account.record(ctx.scope, json.clone())));
+    batch.push(Write::Insert(event::record(ctx.scope, KIND, "created", &account.id, &json, ctx.now)?));
+    commit.commit(batch, &json).await?;
+    Ok(json)
+}
+
+pub async fn get(ctx: &Ctx<'_>, id: &str) -> Result<String> {
+    let found = ctx.store.get(KIND, ctx.scope, id).await?;
+    found.map(|o| o.doc).ok_or_else(|| Error::not_found("internal account"))
+}
+
+#[derive(Debug, Default)]
+pub struct InternalAccountFilter {
+    pub counterparty_id: Option<String>,
+    pub currency: Option<String>,
+    pub external_id: Option<String>,
+    pub status: Option<String>,
+    pub payment_type: Option<String>,
+    pub payment_direction: Option<String>,
+    pub metadata: Vec<(String, String)>,
+}
+
+pub async fn list(ctx: &Ctx<'_>, filter: &InternalAccountFilter, page: PageSpec) -> Result<ListedPage> {
+    if let Some(status) = &filter.status {
+        validate::one_of("status", status, STATUSES)?;
+    }
+    if let Some(direction) = &filter.payment_direction {
+        validate::one_of("payment_direction", direction, DIRECTIONS)?;
+    }
+    let capability = match (&filter.payment_direction, &filter.payment_type) {
+        (Some(direction), Some(payment_type)) => listing::eq("capability", Some(&format!("{direction}:{payment_type}"))),
+        (Some(direction), None) => listing::eq("payment_direction", Some(direction)),
+        (None, Some(payment_type)) => listing::eq("payment_type", Some(payment_type)),
+        (None, None) => None,
+    };
+    let mut filters: Vec<Filter> = [
+        listing::eq("counterparty_id", filter.counterparty_id.as_deref()),
+        listing::eq("currency", filter.currency.as_deref()),
+        listing::eq("external_id", filter.external_id.as_deref()),
+        listing::eq("status", filter.status.as_deref()),
+        capability,
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    filters.extend(listing::metadata_filters(&filter.metadata));
+    let found = listing::fetch(ctx, KIND, filters, page).await?;
+    Ok(ListedPage { json: listing::json_array(listing::docs(&found.items)), next_seq: found.next_seq })
+}
+
+pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &InternalAccountPatch) -> Result<String> {
+    retry_on_conflict(|| async {
+        let stored = ctx.store.get(KIND, ctx.scope, id).await?.ok_or_else(|| Error::not_found("internal account"))?;
+        let mut account = parse(&stored)?;
+        account.apply(patch, Stamp { live_mode: ctx.scope.live_mode, now: ctx.now })?;
+        let mut batch = WriteBatch::new();
+        account.stage_references(ctx.scope, &mut batch);
+        let json = to_json(&account)?;
+        batch.push(Write::Replace { record: account.record(ctx.scope, json.clone()), expected_version: stored.version });
+        batch.push(Write::Insert(event::record(ctx.scope, KIND, "updated", id, &json, ctx.now)?));
+        commit.commit(batch, &json).await?;
+        Ok(json)
+    })
+    .await
+}

@@ -1,0 +1,75 @@
+//! Building list queries and list bodies, the same way for every resource (SPEC L1, L2).
+
+use super::Ctx;
+use super::time::Timestamp;
+use super::validate::Metadata;
+use crate::error::{Error, Result};
+use crate::store::{Filter, ListQuery, Page, StoredObject, Term};
+
+/// A page request in domain terms: how many, and after which position.
+#[derive(Debug, Clone, Copy)]
+pub struct PageSpec {
+    pub per_page: usize,
+    pub after_seq: Option<i64>,
+}
+
+/// A page ready to send: the JSON array and the position to continue after.
+#[derive(Debug)]
+pub struct ListedPage {
+    pub json: Vec<u8>,
+    pub next_seq: Option<i64>,
+}
+
+pub fn metadata_terms(metadata: &Metadata) -> impl Iterator<Item = Term> + '_ {
+    metadata.iter().map(|(k, v)| Term::new(format!("metadata.{k}"), v.clone()))
+}
+
+pub fn metadata_filters(pairs: &[(String, String)]) -> Vec<Filter> {
+    pairs.iter().map(|(k, v)| Filter::Eq { name: format!("metadata.{k}"), value: v.clone() }).collect()
+}
+
+pub fn eq(name: &str, value: Option<&str>) -> Option<Filter> {
+    value.map(|v| Filter::Eq { name: name.to_owned(), value: v.to_owned() })
+}
+
+/// A case-insensitive substring filter over a term stored lower-cased.
+pub fn contains(name: &str, value: Option<&str>) -> Option<Filter> {
+    value.map(|v| Filter::Contains { name: name.to_owned(), needle: v.to_lowercase() })
+}
+
+/// A time bound from a query parameter: RFC 3339, a date (`2026-01-31`: its first instant for a
+/// lower bound, its last for an upper one), or a date-time without offset (read as UTC).
+pub fn time_bound(param: &str, value: Option<&str>, upper: bool) -> Result<Option<Timestamp>> {
+    let Some(text) = value.filter(|v| !v.is_empty()) else { return Ok(None) };
+    let parsed = Timestamp::parse_rfc3339(text)
+        .or_else(|| Timestamp::parse_rfc3339(&format!("{text}Z")))
+        .or_else(|| {
+            let day_start = Timestamp::parse_rfc3339(&format!("{text}T00:00:00Z"))?;
+            Some(if upper { day_start.plus_secs(86_400).plus_micros(-1) } else { day_start })
+        });
+    parsed.map(Some).ok_or_else(|| Error::invalid(param, format!("{param} must be a date (YYYY-MM-DD) or an RFC 3339 date-time")))
+}
+
+/// Runs a list query for `kind` in the caller's scope.
+pub async fn fetch(ctx: &Ctx<'_>, kind: &'static str, filters: Vec<Filter>, page: PageSpec) -> Result<Page> {
+    let query = ListQuery { kind, scope: ctx.scope.clone(), filters, after_seq: page.after_seq, limit: page.per_page };
+    ctx.store.list(&query).await
+}
+
+/// Joins stored documents into a JSON array without re-serialising them.
+pub fn json_array<'a>(docs: impl Iterator<Item = &'a str>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(1024);
+    out.push(b'[');
+    for (i, doc) in docs.enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(doc.as_bytes());
+    }
+    out.push(b']');
+    out
+}
+
+pub fn docs(items: &[StoredObject]) -> impl Iterator<Item = &str> {
+    items.iter().map(|item| item.doc.as_str())
+}

@@ -1,0 +1,207 @@
+//! Field checks shared by every resource. Each failure is a 422 naming the field (SPEC L3).
+//!
+//! Limits (documented in the README): text fields 1 to 255 characters unless stated; metadata
+//! at most 50 pairs, keys 1 to 100 characters, values up to 500; account numbers 1 to 34 letters
+//! and digits; routing numbers checked by type (ABA checksum, SWIFT/BIC shape, sort codes...).
+
+use std::collections::BTreeMap;
+
+use super::enums;
+use crate::error::{Error, Result};
+
+pub const TEXT_LEN_MAX: usize = 255;
+pub const METADATA_PAIRS_MAX: usize = 50;
+pub const METADATA_KEY_LEN_MAX: usize = 100;
+pub const METADATA_VALUE_LEN_MAX: usize = 500;
+pub const ACCOUNT_NUMBER_LEN_MAX: usize = 34;
+
+pub type Metadata = BTreeMap<String, String>;
+
+/// A free-text field: 1 to `len_max` characters, no control characters.
+pub fn text(param: &str, value: &str, len_max: usize) -> Result<String> {
+    let chars = value.chars().count();
+    if chars == 0 || value.trim().is_empty() {
+        return Err(Error::invalid(param, format!("{param} must not be empty")));
+    }
+    if chars > len_max {
+        return Err(Error::invalid(param, format!("{param} must be at most {len_max} characters")));
+    }
+    if value.chars().any(char::is_control) {
+        return Err(Error::invalid(param, format!("{param} must not contain control characters")));
+    }
+    Ok(value.to_owned())
+}
+
+/// An optional free-text field; `None` stays `None`.
+pub fn opt_text(param: &str, value: Option<&str>, len_max: usize) -> Result<Option<String>> {
+    value.map(|v| text(param, v, len_max)).transpose()
+}
+
+pub fn one_of(param: &str, value: &str, allowed: &[&str]) -> Result<String> {
+    if enums::is_one_of(value, allowed) {
+        Ok(value.to_owned())
+    } else {
+        let shown: Vec<&str> = allowed.iter().copied().take(12).collect();
+        let more = if allowed.len() > shown.len() { ", ..." } else { "" };
+        Err(Error::invalid(param, format!("{param} must be one of {}{more}", shown.join(", "))))
+    }
+}
+
+pub fn currency(param: &str, value: &str) -> Result<String> {
+    if enums::is_one_of(value, enums::CURRENCIES) {
+        Ok(value.to_owned())
+    } else {
+        Err(Error::invalid(param, format!("{param} must be an ISO 4217 currency code such as USD (got {value:?})")))
+    }
+}
+
+pub fn metadata(param: &str, value: Option<&Metadata>) -> Result<Metadata> {
+    let Some(map) = value else { return Ok(Metadata::new()) };
+    if map.len() > METADATA_PAIRS_MAX {
+        return Err(Error::invalid(param, format!("{param} holds at most {METADATA_PAIRS_MAX} pairs")));
+    }
+    for (key, val) in map {
+        let key_len = key.chars().count();
+        if key_len == 0 || key_len > METADATA_KEY_LEN_MAX {
+            return Err(Error::invalid(param, format!("{param} keys are 1 to {METADATA_KEY_LEN_MAX} characters")));
+        }
+        if val.chars().count() > METADATA_VALUE_LEN_MAX {
+            return Err(Error::invalid(
+                format!("{param}.{key}"),
+                format!("{param} values are at most {METADATA_VALUE_LEN_MAX} characters"),
+            ));
+        }
+    }
+    Ok(map.clone())
+}
+
+pub fn email(param: &str, value: &str) -> Result<String> {
+    let valid = value.len() <= 254
+        && !value.chars().any(char::is_whitespace)
+        && value.split_once('@').is_some_and(|(local, domain)| {
+            !local.is_empty() && domain.contains('.') && !domain.starts_with('.') && !domain.ends_with('.') && !domain.contains('@')
+        });
+    if valid { Ok(value.to_owned()) } else { Err(Error::invalid(param, format!("{param} is not an email address"))) }
+}
+
+/// An account number: letters and digits only (spaces are a common paste error: refused, not
+/// stripped, so what is stored is what the bank will see); an IBAN also passes its checksum.
+pub fn account_number(param: &str, value: &str, number_type: &str) -> Result<String> {
+    let ok = !value.is_empty() && value.len() <= ACCOUNT_NUMBER_LEN_MAX && value.bytes().all(|b| b.is_ascii_alphanumeric());
+    if !ok {
+        return Err(Error::invalid(param, format!("{param} must be 1 to {ACCOUNT_NUMBER_LEN_MAX} letters and digits")));
+    }
+    if number_type == "iban" && !iban_checksum_ok(value) {
+        return Err(Error::invalid(param, format!("{param} is not a valid IBAN (checksum)")));
+    }
+    Ok(value.to_owned())
+}
+
+/// A routing number, checked as its type requires.
+pub fn routing_number(param: &str, value: &str, routing_type: &str) -> Result<String> {
+    let digits = |n: usize| value.len() == n && value.bytes().all(|b| b.is_ascii_digit());
+    let (ok, rule) = match routing_type {
+        "aba" => (digits(9) && aba_checksum_ok(value), "9 digits with a valid ABA checksum"),
+        "swift" => (swift_ok(value), "a SWIFT/BIC code of 8 or 11 characters"),
+        "gb_sort_code" | "au_bsb" => (digits(6), "6 digits"),
+        "ca_cpa" => (digits(9), "9 digits"),
+        "in_ifsc" => (value.len() == 11 && value.bytes().all(|b| b.is_ascii_alphanumeric()), "11 letters and digits"),
+        _ => (
+            !value.is_empty() && value.len() <= 35 && value.bytes().all(|b| b.is_ascii_alphanumeric()),
+            "1 to 35 letters and digits",
+        ),
+    };
+    if ok { Ok(value.to_owned()) } else { Err(Error::invalid(param, format!("{param} must be {rule} for {routing_type}"))) }
+}
+
+/// ABA routing numbers: 3·(d1+d4+d7) + 7·(d2+d5+d8) + (d3+d6+d9) is a multiple of 10.
+pub fn aba_checksum_ok(value: &str) -> bool {
+    let d: Vec<u32> = value.bytes().map(|b| u32::from(b - b'0')).collect();
+    d.len() == 9 && (3 * (d[0] + d[3] + d[6]) + 7 * (d[1] + d[4] + d[7]) + (d[2] + d[5] + d[8])) % 10 == 0
+}
+
+fn swift_ok(value: &str) -> bool {
+    let b = value.as_bytes();
+    (b.len() == 8 || b.len() == 11)
+        && b[..6].iter().all(u8::is_ascii_uppercase)
+        && b[6..].iter().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
+}
+
+/// IBAN: move the first four characters to the end, letters to numbers, the result mod 97 is 1.
+fn iban_checksum_ok(value: &str) -> bool {
+    let upper = value.to_ascii_uppercase();
+    if upper.len() < 15 || !upper[..2].bytes().all(|b| b.is_ascii_alphabetic()) || !upper[2..4].bytes().all(|b| b.is_ascii_digit()) {
+        return false;
+    }
+    let rearranged = upper[4..].bytes().chain(upper[..4].bytes());
+    let mut remainder: u32 = 0;
+    for b in rearranged {
+        let n = if b.is_ascii_digit() { u32::from(b - b'0') } else { u32::from(b - b'A') + 10 };
+        remainder = if n >= 10 { (remainder * 100 + n) % 97 } else { (remainder * 10 + n) % 97 };
+    }
+    remainder == 1
+}
+
+/// A resource id given in a body: its shape is checked here, its existence by the store.
+pub fn id(param: &str, value: &str) -> Result<String> {
+    if uuid::Uuid::parse_str(value).is_ok() {
+        Ok(value.to_owned())
+    } else {
+        Err(Error::invalid(param, format!("{param} does not name an existing resource")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aba_checksum() {
+        assert!(aba_checksum_ok("121141822"));
+        assert!(aba_checksum_ok("021000021"));
+        assert!(!aba_checksum_ok("121141823"));
+        assert!(routing_number("r", "12114182", "aba").is_err());
+        assert!(routing_number("r", "12114182a", "aba").is_err());
+    }
+
+    #[test]
+    fn swift_sort_code_and_others() {
+        assert!(routing_number("r", "DEUTDEFF", "swift").is_ok());
+        assert!(routing_number("r", "DEUTDEFF500", "swift").is_ok());
+        assert!(routing_number("r", "deutdeff", "swift").is_err());
+        assert!(routing_number("r", "401276", "gb_sort_code").is_ok());
+        assert!(routing_number("r", "40-12-76", "gb_sort_code").is_err());
+    }
+
+    #[test]
+    fn account_numbers_and_iban() {
+        assert!(account_number("a", "123456789", "other").is_ok());
+        assert!(account_number("a", "1234 5678", "other").is_err());
+        assert!(account_number("a", "", "other").is_err());
+        assert!(account_number("a", "GB82WEST12345698765432", "iban").is_ok());
+        assert!(account_number("a", "GB82WEST12345698765433", "iban").is_err());
+    }
+
+    #[test]
+    fn metadata_limits() {
+        let mut m = Metadata::new();
+        m.insert("k".into(), "v".repeat(METADATA_VALUE_LEN_MAX));
+        assert!(metadata("metadata", Some(&m)).is_ok());
+        m.insert("k".into(), "v".repeat(METADATA_VALUE_LEN_MAX + 1));
+        assert!(matches!(metadata("metadata", Some(&m)), Err(Error::Invalid { parameter, .. }) if parameter == "metadata.k"));
+        let many: Metadata = (0..=METADATA_PAIRS_MAX).map(|i| (i.to_string(), String::new())).collect();
+        assert!(metadata("metadata", Some(&many)).is_err());
+    }
+
+    #[test]
+    fn emails_and_text() {
+        assert!(email("e", "ap@example.com").is_ok());
+        for bad in ["ap", "ap@", "@x.com", "a b@x.com", "a@x", "a@x."] {
+            assert!(email("e", bad).is_err(), "{bad}");
+        }
+        assert!(text("name", "", 10).is_err());
+        assert!(text("name", "   ", 10).is_err());
+        assert!(text("name", "a\u{0}b", 10).is_err());
+        assert!(text("name", &"x".repeat(11), 10).is_err());
+    }
+}
