@@ -38,6 +38,9 @@ pub struct Config {
     pub idempotency_lease_ms: u64,
     /// Reject a reused key whose method, path or body differs (SPEC I11).
     pub idempotency_strict: bool,
+    /// Time the sandbox bank waits between the steps of a sandbox payment order; 0 moves them
+    /// as fast as it can (tests). Live orders are never moved.
+    pub sandbox_step_ms: u64,
     pub clock: Arc<dyn Clock>,
 }
 
@@ -60,6 +63,7 @@ impl Default for Config {
             idempotency_ttl_secs: 24 * 60 * 60,
             idempotency_lease_ms: 60_000,
             idempotency_strict: false,
+            sandbox_step_ms: 2_000,
             clock: Arc::new(SystemClock),
         }
     }

@@ -68,6 +68,9 @@ struct ServeArgs {
     /// Longest a request may run before it is answered 503 and abandoned, in milliseconds.
     #[arg(long, env = "PAYRAIL_REQUEST_TIMEOUT_MS", default_value_t = 30_000)]
     request_timeout_ms: u64,
+    /// Time between the sandbox bank's steps on a sandbox payment order, in milliseconds.
+    #[arg(long, env = "PAYRAIL_SANDBOX_STEP_MS", default_value_t = 2_000)]
+    sandbox_step_ms: u64,
     /// Most connections open at once.
     #[arg(long, env = "PAYRAIL_CONNECTIONS_MAX", default_value_t = 4096)]
     connections_max: usize,
@@ -161,6 +164,7 @@ async fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
     config.request_timeout_ms = args.request_timeout_ms;
     config.idempotency_lease_ms = args.request_timeout_ms.saturating_mul(2).max(config.idempotency_lease_ms);
     config.connections_max = args.connections_max;
+    config.sandbox_step_ms = args.sandbox_step_ms;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|err| anyhow::anyhow!("cannot listen on {}: {err}", args.listen))?;

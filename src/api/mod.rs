@@ -5,6 +5,7 @@ mod counterparties;
 mod events;
 mod external_accounts;
 mod internal_accounts;
+mod payment_orders;
 mod ping;
 
 use axum::Router;
@@ -36,6 +37,8 @@ pub fn routes() -> Router<AppState> {
         )
         .route("/internal_accounts", get(internal_accounts::list).post(internal_accounts::create))
         .route("/internal_accounts/{id}", get(internal_accounts::retrieve).patch(internal_accounts::update))
+        .route("/payment_orders", get(payment_orders::list).post(payment_orders::create))
+        .route("/payment_orders/{id}", get(payment_orders::retrieve).patch(payment_orders::update))
         .route("/events", get(events::list))
         .route("/events/{id}", get(events::retrieve))
 }

@@ -10,6 +10,7 @@ pub mod external_account;
 pub mod internal_account;
 pub mod keys;
 pub mod listing;
+pub mod payment_order;
 pub mod time;
 pub mod validate;
 

@@ -210,6 +210,10 @@ pub trait Store: Send + Sync + 'static {
     /// Gives a claim back. Releasing a token that no longer owns the key does nothing.
     async fn release(&self, token: &ClaimToken);
 
+    /// Objects of `kind`, in every tenant, whose term `term` is at most `upto`, lowest first:
+    /// how background work (the sandbox bank) finds what is due.
+    async fn scan_due(&self, kind: &'static str, term: &str, upto: &str, limit: usize) -> Result<Vec<(Scope, StoredObject)>>;
+
     /// Deletes up to `batch_max` replies that expired before `now`; returns how many (I10).
     async fn purge_replies(&self, now: Timestamp, batch_max: usize) -> Result<usize>;
 }

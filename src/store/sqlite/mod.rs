@@ -371,6 +371,21 @@ impl Store for SqliteStore {
         self.claims.release(token);
     }
 
+    async fn scan_due(&self, kind: &'static str, term: &str, upto: &str, limit: usize) -> Result<Vec<(Scope, StoredObject)>> {
+        self.read(|conn| {
+            let mut st = conn.prepare_cached(
+                "SELECT o.id, o.parent_id, o.version, o.doc, o.org_id, o.live_mode FROM object_terms t
+                 JOIN objects o ON o.seq = t.object_seq
+                 WHERE t.name = ?1 AND t.value <= ?2 AND o.kind = ?3 ORDER BY t.value LIMIT ?4",
+            )?;
+            let rows = st.query_map(params![term, upto, kind, limit as i64], |row| {
+                let scope = Scope { organization_id: row.get(4)?, live_mode: row.get(5)? };
+                Ok((scope, stored_object(row)?))
+            })?;
+            rows.collect()
+        })
+    }
+
     async fn purge_replies(&self, now: Timestamp, batch_max: usize) -> Result<usize> {
         // Through the writer, so the purge shares commits with requests instead of fighting them.
         let expired: Vec<(String, String)> = self.read(|conn| {

@@ -1,0 +1,249 @@
+//! Payment orders (SPEC E2, E3): an instruction to move `amount` (minor units) between an
+//! internal account and a receiving account, with a status the state machine in `status`
+//! governs. Operations are in `ops`.
+
+pub mod bank;
+pub mod ops;
+pub mod status;
+
+use serde::{Deserialize, Serialize};
+
+use super::common::{AddressInput, nullable};
+use super::external_account::ExternalAccountInput;
+use super::time::Timestamp;
+use super::validate::Metadata;
+use crate::store::Term;
+use status::Status;
+
+pub const KIND: &str = "payment_order";
+/// Largest amount accepted: 2^53 - 1, the largest integer every JSON client reads exactly.
+pub const AMOUNT_MAX: i64 = (1 << 53) - 1;
+pub const DIRECTIONS: &[&str] = &["credit", "debit"];
+pub const PRIORITIES: &[&str] = &["high", "normal"];
+pub const CHARGE_BEARERS: &[&str] = &["shared", "sender", "receiver"];
+pub const RECONCILIATION_STATUSES: &[&str] = &["unreconciled", "tentatively_reconciled", "reconciled"];
+pub const FX_INDICATORS: &[&str] = &["fixed_to_variable", "variable_to_fixed"];
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Accounting {
+    pub account_id: Option<String>,
+    pub class_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct PartyAddress {
+    pub line1: Option<String>,
+    pub line2: Option<String>,
+    pub locality: Option<String>,
+    pub region: Option<String>,
+    pub postal_code: Option<String>,
+    pub country: Option<String>,
+}
+
+/// A return, as the bank reports it (the sandbox bank makes one for the return magic amount).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ReturnObject {
+    pub id: String,
+    pub object: String,
+    pub live_mode: bool,
+    pub amount: i64,
+    pub currency: String,
+    pub code: Option<String>,
+    pub reason: Option<String>,
+    pub failure_reason: Option<String>,
+    pub additional_information: Option<String>,
+    pub corrections: Option<serde_json::Value>,
+    pub current_return: Option<serde_json::Value>,
+    pub data: Option<serde_json::Value>,
+    pub date_of_death: Option<String>,
+    pub discarded_at: Option<Timestamp>,
+    pub internal_account_id: Option<String>,
+    pub ledger_transaction_id: Option<String>,
+    pub reconciliation_status: String,
+    pub reference_numbers: Vec<serde_json::Value>,
+    pub returnable_id: Option<String>,
+    pub returnable_type: Option<String>,
+    pub role: String,
+    pub status: String,
+    pub transaction_id: Option<String>,
+    pub transaction_line_item_id: Option<String>,
+    #[serde(rename = "type")]
+    pub return_type: String,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PaymentOrder {
+    pub id: String,
+    pub object: String,
+    pub live_mode: bool,
+    #[serde(rename = "type")]
+    pub payment_type: String,
+    pub subtype: Option<String>,
+    pub amount: i64,
+    pub currency: String,
+    pub direction: String,
+    pub status: String,
+    pub priority: String,
+    pub originating_account_id: String,
+    pub originating_account_type: String,
+    pub receiving_account_id: String,
+    pub receiving_account_type: String,
+    pub counterparty_id: Option<String>,
+    pub effective_date: String,
+    pub description: Option<String>,
+    pub statement_descriptor: Option<String>,
+    pub remittance_information: Option<String>,
+    pub purpose: Option<String>,
+    pub metadata: Metadata,
+    pub external_id: Option<String>,
+    pub process_after: Option<Timestamp>,
+    pub expires_at: Option<Timestamp>,
+    pub send_remittance_advice: Option<bool>,
+    pub nsf_protected: bool,
+    pub charge_bearer: Option<String>,
+    pub accounting: Accounting,
+    pub accounting_category_id: Option<String>,
+    pub accounting_ledger_class_id: Option<String>,
+    pub batch_id: Option<String>,
+    pub current_hold: Option<serde_json::Value>,
+    pub current_return: Option<ReturnObject>,
+    pub foreign_exchange_contract: Option<String>,
+    pub foreign_exchange_indicator: Option<String>,
+    pub foreign_exchange_rate: Option<serde_json::Value>,
+    pub ledger_transaction_id: Option<String>,
+    pub originating_party_name: Option<String>,
+    pub originating_party_address: Option<PartyAddress>,
+    pub reconciliation_status: String,
+    pub reference_numbers: Vec<serde_json::Value>,
+    pub transaction_ids: Vec<String>,
+    pub ultimate_originating_account: Option<serde_json::Value>,
+    pub ultimate_originating_account_id: Option<String>,
+    pub ultimate_originating_account_type: Option<String>,
+    pub ultimate_originating_party_identifier: Option<String>,
+    pub ultimate_originating_party_name: Option<String>,
+    pub ultimate_receiving_party_identifier: Option<String>,
+    pub ultimate_receiving_party_name: Option<String>,
+    pub vendor_attributes: Option<serde_json::Value>,
+    pub vendor_failure_reason: Option<String>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct LineItemInput {
+    pub amount: i64,
+    pub description: Option<String>,
+    pub metadata: Option<Metadata>,
+}
+
+/// The create request (SDK `PaymentOrderCreateParams`).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct PaymentOrderInput {
+    #[serde(rename = "type")]
+    pub payment_type: Option<String>,
+    pub subtype: Option<String>,
+    pub amount: Option<i64>,
+    pub direction: Option<String>,
+    pub originating_account_id: Option<String>,
+    pub receiving_account_id: Option<String>,
+    pub receiving_account: Option<ExternalAccountInput>,
+    pub currency: Option<String>,
+    pub effective_date: Option<String>,
+    pub priority: Option<String>,
+    pub description: Option<String>,
+    pub statement_descriptor: Option<String>,
+    pub remittance_information: Option<String>,
+    pub purpose: Option<String>,
+    pub metadata: Option<Metadata>,
+    pub external_id: Option<String>,
+    #[serde(default)]
+    pub line_items: Vec<LineItemInput>,
+    pub process_after: Option<String>,
+    pub expires_at: Option<String>,
+    pub send_remittance_advice: Option<bool>,
+    pub nsf_protected: Option<bool>,
+    pub charge_bearer: Option<String>,
+    pub accounting: Option<Accounting>,
+    pub originating_party_name: Option<String>,
+    pub originating_party_address: Option<AddressInput>,
+    pub foreign_exchange_contract: Option<String>,
+    pub foreign_exchange_indicator: Option<String>,
+    pub reconciliation_status: Option<String>,
+    pub ultimate_originating_party_identifier: Option<String>,
+    pub ultimate_originating_party_name: Option<String>,
+    pub ultimate_receiving_party_identifier: Option<String>,
+    pub ultimate_receiving_party_name: Option<String>,
+    pub ledger_transaction: Option<serde_json::Value>,
+    pub ledger_transaction_id: Option<String>,
+    pub ultimate_originating_account_id: Option<String>,
+    pub documents: Option<serde_json::Value>,
+}
+
+/// The update request. Fields that fix what and between whom money moves (type, direction,
+/// accounts, currency) cannot change after creation: cancel and create another.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct PaymentOrderPatch {
+    pub status: Option<String>,
+    pub amount: Option<i64>,
+    pub effective_date: Option<String>,
+    pub priority: Option<String>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub description: Option<Option<String>>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub statement_descriptor: Option<Option<String>>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub remittance_information: Option<Option<String>>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub purpose: Option<Option<String>>,
+    pub metadata: Option<Metadata>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub external_id: Option<Option<String>>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub process_after: Option<Option<String>>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub expires_at: Option<Option<String>>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub send_remittance_advice: Option<Option<bool>>,
+    pub nsf_protected: Option<bool>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub subtype: Option<Option<String>>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub originating_party_name: Option<Option<String>>,
+    #[serde(rename = "type")]
+    pub payment_type: Option<String>,
+    pub direction: Option<String>,
+    pub currency: Option<String>,
+    pub originating_account_id: Option<String>,
+    pub receiving_account_id: Option<String>,
+    pub receiving_account: Option<serde_json::Value>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub counterparty_id: Option<Option<String>>,
+    pub line_items: Option<serde_json::Value>,
+}
+
+impl PaymentOrder {
+    pub fn status(&self) -> Status {
+        Status::parse(&self.status).unwrap_or(Status::Pending)
+    }
+
+    pub fn terms(&self) -> Vec<Term> {
+        let sandbox_due = bank::ready_at(self);
+        let mut terms: Vec<Term> = super::listing::metadata_terms(&self.metadata).collect();
+        terms.push(Term::new("type", &self.payment_type));
+        terms.push(Term::new("priority", &self.priority));
+        terms.push(Term::new("status", &self.status));
+        terms.push(Term::new("direction", &self.direction));
+        terms.push(Term::new("originating_account_id", &self.originating_account_id));
+        terms.push(Term::new("effective_date", &self.effective_date));
+        terms.extend(self.counterparty_id.as_ref().map(|id| Term::new("counterparty_id", id)));
+        terms.extend(self.external_id.as_ref().map(|id| Term::new("external_id", id)));
+        terms.extend(self.process_after.map(|at| Term::new("process_after", at.to_string())));
+        terms.extend(sandbox_due.map(|at| Term::new(SANDBOX_DUE_TERM, at.to_string())));
+        terms
+    }
+}
+
+/// The term the sandbox bank finds its due orders by (sandbox orders only).
+pub const SANDBOX_DUE_TERM: &str = "sandbox_ready_at";

@@ -1,0 +1,559 @@
+//! Creating, reading, listing and updating payment orders, and the bank's moves.
+
+use time::Date;
+use time::macros::format_description;
+
+use super::status::{Actor, Status};
+use super::{
+    CHARGE_BEARERS, DIRECTIONS, FX_INDICATORS, KIND, PRIORITIES, PartyAddress, PaymentOrder, PaymentOrderInput, PaymentOrderPatch,
+    RECONCILIATION_STATUSES, ReturnObject, bank,
+};
+use crate::domain::common::{Stamp, new_id};
+use crate::domain::listing::{self, ListedPage, PageSpec};
+use crate::domain::time::Timestamp;
+use crate::domain::validate::{self, TEXT_LEN_MAX};
+use crate::domain::{Commit, Ctx, enums, event, external_account, internal_account, retry_on_conflict};
+use crate::error::{Error, Result};
+use crate::store::{Filter, ObjectRecord, StoredObject, Write, WriteBatch};
+
+/// Longest remittance information by payment type (ACH addenda records hold 80).
+fn remittance_len_max(payment_type: &str) -> usize {
+    if payment_type == "ach" { 80 } else { 140 }
+}
+
+/// Longest statement descriptor by payment type (ACH: 10, EFT: 15, others: 140).
+fn descriptor_len_max(payment_type: &str) -> usize {
+    match payment_type {
+        "ach" => 10,
+        "eft" => 15,
+        _ => 140,
+    }
+}
+
+fn amount(param: &str, value: i64) -> Result<i64> {
+    if (1..=super::AMOUNT_MAX).contains(&value) {
+        Ok(value)
+    } else {
+        Err(Error::invalid(param, format!("{param} must be a whole number of minor units from 1 to {}", super::AMOUNT_MAX)))
+    }
+}
+
+/// A calendar date, `YYYY-MM-DD`.
+pub fn date(param: &str, text: &str) -> Result<String> {
+    Date::parse(text, format_description!("[year]-[month]-[day]"))
+        .map(|_| text.to_owned())
+        .map_err(|_| Error::invalid(param, format!("{param} must be a date written YYYY-MM-DD")))
+}
+
+fn today(now: Timestamp) -> String {
+    now.to_string()[..10].to_owned()
+}
+
+fn instant(param: &str, text: Option<&str>) -> Result<Option<Timestamp>> {
+    text.map(|t| Timestamp::parse_rfc3339(t).ok_or_else(|| Error::invalid(param, format!("{param} must be an RFC 3339 date-time"))))
+        .transpose()
+}
+
+fn opt_enum(param: &str, value: Option<&str>, allowed: &[&str]) -> Result<Option<String>> {
+    value.map(|v| validate::one_of(param, v, allowed)).transpose()
+}
+
+fn unsupported(present: bool, param: &str, what: &str) -> Result<()> {
+    if present { Err(Error::invalid(param, format!("{what} are not supported by Payrail"))) } else { Ok(()) }
+}
+
+fn party_address(input: Option<&crate::domain::common::AddressInput>, stamp: Stamp) -> Result<Option<PartyAddress>> {
+    let Some(input) = input else { return Ok(None) };
+    let built = input.build("originating_party_address", stamp)?;
+    Ok(Some(PartyAddress {
+        line1: built.line1,
+        line2: built.line2,
+        locality: built.locality,
+        region: built.region,
+        postal_code: built.postal_code,
+        country: built.country,
+    }))
+}
+
+fn check_line_items(input: &PaymentOrderInput, total: i64) -> Result<()> {
+    if input.line_items.is_empty() {
+        return Ok(());
+    }
+    let mut sum: i64 = 0;
+    for (i, item) in input.line_items.iter().enumerate() {
+        sum = sum.saturating_add(amount(&format!("line_items[{i}].amount"), item.amount)?);
+        validate::opt_text(&format!("line_items[{i}].description"), item.description.as_deref(), TEXT_LEN_MAX)?;
+        validate::metadata(&format!("line_items[{i}].metadata"), item.metadata.as_ref())?;
+    }
+    if sum != total {
+        return Err(Error::invalid("line_items", format!("line item amounts add up to {sum}, not the order's amount {total}")));
+    }
+    Ok(())
+}
+
+/// Where the money goes: the receiving account's id, type and counterparty.
+struct Receiving {
+    id: String,
+    account_type: &'static str,
+    counterparty_id: Option<String>,
+}
+
+async fn receiving(ctx: &Ctx<'_>, batch: &mut WriteBatch, input: &PaymentOrderInput, payment_type: &str) -> Result<Receiving> {
+    match (&input.receiving_account_id, &input.receiving_account) {
+        (Some(_), Some(_)) => Err(Error::invalid("receiving_account_id", "give exactly one of receiving_account_id or receiving_account")),
+        (None, None) => Err(Error::missing("receiving_account_id")),
+        (None, Some(inline)) => {
+            let stamp = Stamp { live_mode: ctx.scope.live_mode, now: ctx.now };
+            let account = inline.build("receiving_account", None, None, stamp)?;
+            external_account::stage_create(batch, ctx, &account)?;
+            Ok(Receiving { id: account.id, account_type: external_account::KIND, counterparty_id: None })
+        }
+        (Some(id), None) => {
+            let unknown = || Error::invalid("receiving_account_id", "receiving_account_id does not name an existing account");
+            if let Some(found) = ctx.store.get(external_account::KIND, ctx.scope, id).await? {
+                let counterparty_id = external_account_counterparty(&found)?;
+                require(batch, ctx, external_account::KIND, id, "receiving_account_id");
+                return Ok(Receiving { id: id.clone(), account_type: external_account::KIND, counterparty_id });
+            }
+            // Book transfers move money between the organization's own accounts.
+            if payment_type == "book" && ctx.store.get(internal_account::KIND, ctx.scope, id).await?.is_some() {
+                require(batch, ctx, internal_account::KIND, id, "receiving_account_id");
+                return Ok(Receiving { id: id.clone(), account_type: internal_account::KIND, counterparty_id: None });
+            }
+            Err(unknown())
+        }
+    }
+}
+
+fn external_account_counterparty(found: &StoredObject) -> Result<Option<String>> {
+    let account: external_account::ExternalAccount =
+        serde_json::from_str(&found.doc).map_err(|e| Error::internal(format!("stored external account: {e}")))?;
+    Ok(account.counterparty_id)
+}
+
+fn require(batch: &mut WriteBatch, ctx: &Ctx<'_>, kind: &'static str, id: &str, parameter: &str) {
+    batch.push(Write::Require { kind, scope: ctx.scope.clone(), id: id.to_owned(), parameter: parameter.to_owned() });
+}
+
+fn required<'a, T>(value: &'a Option<T>, param: &str) -> Result<&'a T> {
+    value.as_ref().ok_or_else(|| Error::missing(param))
+}
+
+fn check_unsupported(input: &PaymentOrderInput) -> Result<()> {
+    unsupported(input.ledger_transaction.is_some(), "ledger_transaction", "ledgers")?;
+    unsupported(input.ledger_transaction_id.is_some(), "ledger_transaction_id", "ledgers")?;
+    unsupported(input.ultimate_originating_account_id.is_some(), "ultimate_originating_account_id", "virtual accounts")?;
+    unsupported(input.documents.is_some(), "documents", "documents")
+}
+
+pub async fn create(ctx: &Ctx<'_>, commit: &dyn Commit, input: &PaymentOrderInput) -> Result<String> {
+    check_unsupported(input)?;
+    let payment_type = validate::one_of("type", required(&input.payment_type, "type")?, enums::PAYMENT_TYPES)?;
+    let total = amount("amount", *required(&input.amount, "amount")?)?;
+    let direction = validate::one_of("direction", required(&input.direction, "direction")?, DIRECTIONS)?;
+    let originating_id = validate::id("originating_account_id", required(&input.originating_account_id, "originating_account_id")?)?;
+    check_line_items(input, total)?;
+    let mut batch = WriteBatch::new();
+    let originating = ctx
+        .store
+        .get(internal_account::KIND, ctx.scope, &originating_id)
+        .await?
+        .ok_or_else(|| Error::invalid("originating_account_id", "originating_account_id does not name an existing internal account"))?;
+    let originating = internal_account::parse(&originating)?;
+    require(&mut batch, ctx, internal_account::KIND, &originating_id, "originating_account_id");
+    let currency = match &input.currency {
+        Some(c) if *c != originating.currency => {
+            validate::currency("currency", c)?;
+            return Err(Error::invalid("currency", format!("currency must be the originating account's ({}): cross-currency payments are not supported", originating.currency)));
+        }
+        _ => originating.currency.clone(),
+    };
+    let receiving = receiving(ctx, &mut batch, input, &payment_type).await?;
+    let order = build(ctx, input, Built { payment_type, total, direction, originating_id, currency, receiving })?;
+    let json = to_json(&order)?;
+    batch.push(Write::Insert(record(ctx, &order, json.clone())));
+    batch.push(Write::Insert(event::record(ctx.scope, KIND, "created", &order.id, &json, ctx.now)?));
+    commit.commit(batch, &json).await?;
+    Ok(json)
+}
+
+/// The checked essentials of a create request.
+struct Built {
+    payment_type: String,
+    total: i64,
+    direction: String,
+    originating_id: String,
+    currency: String,
+    receiving: Receiving,
+}
+
+fn build(ctx: &Ctx<'_>, input: &PaymentOrderInput, b: Built) -> Result<PaymentOrder> {
+    let stamp = Stamp { live_mode: ctx.scope.live_mode, now: ctx.now };
+    let text = |param: &str, value: &Option<String>, len: usize| validate::opt_text(param, value.as_deref(), len);
+    Ok(PaymentOrder {
+        id: new_id(),
+        object: KIND.into(),
+        live_mode: ctx.scope.live_mode,
+        subtype: opt_enum("subtype", input.subtype.as_deref(), enums::PAYMENT_SUBTYPES)?,
+        amount: b.total,
+        currency: b.currency,
+        direction: b.direction,
+        status: Status::Approved.as_str().into(),
+        priority: opt_enum("priority", input.priority.as_deref(), PRIORITIES)?.unwrap_or_else(|| "normal".into()),
+        originating_account_id: b.originating_id,
+        originating_account_type: internal_account::KIND.into(),
+        receiving_account_id: b.receiving.id,
+        receiving_account_type: b.receiving.account_type.into(),
+        counterparty_id: b.receiving.counterparty_id,
+        effective_date: match &input.effective_date {
+            Some(d) => date("effective_date", d)?,
+            None => today(ctx.now),
+        },
+        description: text("description", &input.description, TEXT_LEN_MAX)?,
+        statement_descriptor: text("statement_descriptor", &input.statement_descriptor, descriptor_len_max(&b.payment_type))?,
+        remittance_information: text("remittance_information", &input.remittance_information, remittance_len_max(&b.payment_type))?,
+        purpose: text("purpose", &input.purpose, TEXT_LEN_MAX)?,
+        metadata: validate::metadata("metadata", input.metadata.as_ref())?,
+        external_id: text("external_id", &input.external_id, TEXT_LEN_MAX)?,
+        process_after: instant("process_after", input.process_after.as_deref())?,
+        expires_at: instant("expires_at", input.expires_at.as_deref())?,
+        send_remittance_advice: input.send_remittance_advice,
+        nsf_protected: input.nsf_protected.unwrap_or(false),
+        charge_bearer: opt_enum("charge_bearer", input.charge_bearer.as_deref(), CHARGE_BEARERS)?,
+        accounting: input.accounting.clone().unwrap_or_default(),
+        accounting_category_id: None,
+        accounting_ledger_class_id: None,
+        batch_id: None,
+        current_hold: None,
+        current_return: None,
+        foreign_exchange_contract: text("foreign_exchange_contract", &input.foreign_exchange_contract, TEXT_LEN_MAX)?,
+        foreign_exchange_indicator: opt_enum("foreign_exchange_indicator", input.foreign_exchange_indicator.as_deref(), FX_INDICATORS)?,
+        foreign_exchange_rate: None,
+        ledger_transaction_id: None,
+        originating_party_name: text("originating_party_name", &input.originating_party_name, TEXT_LEN_MAX)?,
+        originating_party_address: party_address(input.originating_party_address.as_ref(), stamp)?,
+        reconciliation_status: opt_enum("reconciliation_status", input.reconciliation_status.as_deref(), RECONCILIATION_STATUSES)?
+            .unwrap_or_else(|| "unreconciled".into()),
+        reference_numbers: Vec::new(),
+        transaction_ids: Vec::new(),
+        ultimate_originating_account: None,
+        ultimate_originating_account_id: None,
+        ultimate_originating_account_type: None,
+        ultimate_originating_party_identifier: text("ultimate_originating_party_identifier", &input.ultimate_originating_party_identifier, TEXT_LEN_MAX)?,
+        ultimate_originating_party_name: text("ultimate_originating_party_name", &input.ultimate_originating_party_name, TEXT_LEN_MAX)?,
+        ultimate_receiving_party_identifier: text("ultimate_receiving_party_identifier", &input.ultimate_receiving_party_identifier, TEXT_LEN_MAX)?,
+        ultimate_receiving_party_name: text("ultimate_receiving_party_name", &input.ultimate_receiving_party_name, TEXT_LEN_MAX)?,
+        vendor_attributes: None,
+        vendor_failure_reason: None,
+        payment_type: b.payment_type,
+        created_at: ctx.now,
+        updated_at: ctx.now,
+    })
+}
+
+fn to_json(order: &PaymentOrder) -> Result<String> {
+    serde_json::to_string(order).map_err(|e| Error::internal(format!("payment order: {e}")))
+}
+
+fn parse(stored: &StoredObject) -> Result<PaymentOrder> {
+    serde_json::from_str(&stored.doc).map_err(|e| Error::internal(format!("stored payment order {}: {e}", stored.id)))
+}
+
+fn record(ctx: &Ctx<'_>, order: &PaymentOrder, json: String) -> ObjectRecord {
+    ObjectRecord {
+        id: order.id.clone(),
+        kind: KIND,
+        scope: ctx.scope.clone(),
+        parent_id: None,
+        created_at: order.created_at,
+        doc: json,
+        terms: order.terms(),
+    }
+}
+
+pub async fn get(ctx: &Ctx<'_>, id: &str) -> Result<String> {
+    let found = ctx.store.get(KIND, ctx.scope, id).await?;
+    found.map(|o| o.doc).ok_or_else(|| Error::not_found("payment order"))
+}
+
+#[derive(Debug, Default)]
+pub struct PaymentOrderFilter {
+    pub payment_type: Option<String>,
+    pub priority: Option<String>,
+    pub counterparty_id: Option<String>,
+    pub originating_account_id: Option<String>,
+    pub external_id: Option<String>,
+    pub status: Option<String>,
+    pub direction: Option<String>,
+    pub reference_number: Option<String>,
+    pub transaction_id: Option<String>,
+    pub effective_date_start: Option<String>,
+    pub effective_date_end: Option<String>,
+    pub created_from: Option<Timestamp>,
+    pub created_to: Option<Timestamp>,
+    pub process_after_start: Option<Timestamp>,
+    pub process_after_end: Option<Timestamp>,
+    pub metadata: Vec<(String, String)>,
+}
+
+fn filters(filter: &PaymentOrderFilter) -> Result<Vec<Filter>> {
+    opt_enum("type", filter.payment_type.as_deref(), enums::PAYMENT_TYPES)?;
+    opt_enum("priority", filter.priority.as_deref(), PRIORITIES)?;
+    opt_enum("status", filter.status.as_deref(), enums::PAYMENT_ORDER_STATUSES)?;
+    opt_enum("direction", filter.direction.as_deref(), DIRECTIONS)?;
+    let mut out: Vec<Filter> = [
+        listing::eq("type", filter.payment_type.as_deref()),
+        listing::eq("priority", filter.priority.as_deref()),
+        listing::eq("counterparty_id", filter.counterparty_id.as_deref()),
+        listing::eq("originating_account_id", filter.originating_account_id.as_deref()),
+        listing::eq("external_id", filter.external_id.as_deref()),
+        listing::eq("status", filter.status.as_deref()),
+        listing::eq("direction", filter.direction.as_deref()),
+        // Payrail records neither reference numbers nor transactions: such filters match nothing.
+        listing::eq("reference_number", filter.reference_number.as_deref()),
+        listing::eq("transaction_id", filter.transaction_id.as_deref()),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if let Some(start) = &filter.effective_date_start {
+        out.push(Filter::AtLeast { name: "effective_date".into(), value: date("effective_date_start", start)? });
+    }
+    if let Some(end) = &filter.effective_date_end {
+        out.push(Filter::AtMost { name: "effective_date".into(), value: date("effective_date_end", end)? });
+    }
+    out.extend(filter.created_from.map(Filter::CreatedFrom));
+    out.extend(filter.created_to.map(Filter::CreatedTo));
+    out.extend(filter.process_after_start.map(|t| Filter::AtLeast { name: "process_after".into(), value: t.to_string() }));
+    out.extend(filter.process_after_end.map(|t| Filter::AtMost { name: "process_after".into(), value: t.to_string() }));
+    out.extend(listing::metadata_filters(&filter.metadata));
+    Ok(out)
+}
+
+pub async fn list(ctx: &Ctx<'_>, filter: &PaymentOrderFilter, page: PageSpec) -> Result<ListedPage> {
+    let found = listing::fetch(ctx, KIND, filters(filter)?, page).await?;
+    Ok(ListedPage { json: listing::json_array(listing::docs(&found.items)), next_seq: found.next_seq })
+}
+
+/// The first field of `patch` that can never change after creation, if any.
+fn immutable_field(patch: &PaymentOrderPatch) -> Option<&'static str> {
+    [
+        ("type", patch.payment_type.is_some()),
+        ("direction", patch.direction.is_some()),
+        ("currency", patch.currency.is_some()),
+        ("originating_account_id", patch.originating_account_id.is_some()),
+        ("receiving_account_id", patch.receiving_account_id.is_some()),
+        ("receiving_account", patch.receiving_account.is_some()),
+        ("counterparty_id", patch.counterparty_id.is_some()),
+        ("line_items", patch.line_items.is_some()),
+    ]
+    .into_iter()
+    .find_map(|(name, present)| present.then_some(name))
+}
+
+/// The first editable field `patch` sets, if any.
+fn first_edit(patch: &PaymentOrderPatch) -> Option<&'static str> {
+    [
+        ("amount", patch.amount.is_some()),
+        ("effective_date", patch.effective_date.is_some()),
+        ("priority", patch.priority.is_some()),
+        ("description", patch.description.is_some()),
+        ("statement_descriptor", patch.statement_descriptor.is_some()),
+        ("remittance_information", patch.remittance_information.is_some()),
+        ("purpose", patch.purpose.is_some()),
+        ("metadata", patch.metadata.is_some()),
+        ("external_id", patch.external_id.is_some()),
+        ("process_after", patch.process_after.is_some()),
+        ("expires_at", patch.expires_at.is_some()),
+        ("send_remittance_advice", patch.send_remittance_advice.is_some()),
+        ("nsf_protected", patch.nsf_protected.is_some()),
+        ("subtype", patch.subtype.is_some()),
+        ("originating_party_name", patch.originating_party_name.is_some()),
+    ]
+    .into_iter()
+    .find_map(|(name, present)| present.then_some(name))
+}
+
+fn apply_edits(order: &mut PaymentOrder, patch: &PaymentOrderPatch) -> Result<()> {
+    let text = |param: &str, value: &Option<String>, len: usize| validate::opt_text(param, value.as_deref(), len);
+    if let Some(value) = patch.amount {
+        order.amount = amount("amount", value)?;
+    }
+    if let Some(value) = &patch.effective_date {
+        order.effective_date = date("effective_date", value)?;
+    }
+    if let Some(value) = &patch.priority {
+        order.priority = validate::one_of("priority", value, PRIORITIES)?;
+    }
+    if let Some(value) = &patch.description {
+        order.description = text("description", value, TEXT_LEN_MAX)?;
+    }
+    if let Some(value) = &patch.statement_descriptor {
+        order.statement_descriptor = text("statement_descriptor", value, descriptor_len_max(&order.payment_type))?;
+    }
+    if let Some(value) = &patch.remittance_information {
+        order.remittance_information = text("remittance_information", value, remittance_len_max(&order.payment_type))?;
+    }
+    if let Some(value) = &patch.purpose {
+        order.purpose = text("purpose", value, TEXT_LEN_MAX)?;
+    }
+    if let Some(value) = &patch.metadata {
+        order.metadata = validate::metadata("metadata", Some(value))?;
+    }
+    if let Some(value) = &patch.external_id {
+        order.external_id = text("external_id", value, TEXT_LEN_MAX)?;
+    }
+    if let Some(value) = &patch.process_after {
+        order.process_after = instant("process_after", value.as_deref())?;
+    }
+    if let Some(value) = &patch.expires_at {
+        order.expires_at = instant("expires_at", value.as_deref())?;
+    }
+    if let Some(value) = patch.send_remittance_advice {
+        order.send_remittance_advice = value;
+    }
+    if let Some(value) = patch.nsf_protected {
+        order.nsf_protected = value;
+    }
+    if let Some(value) = &patch.subtype {
+        order.subtype = opt_enum("subtype", value.as_deref(), enums::PAYMENT_SUBTYPES)?;
+    }
+    if let Some(value) = &patch.originating_party_name {
+        order.originating_party_name = text("originating_party_name", value, TEXT_LEN_MAX)?;
+    }
+    Ok(())
+}
+
+/// Applies a client's PATCH: field edits while the order is editable, and a status move the
+/// state machine allows. Asking for the status the order already has changes nothing and
+/// succeeds, so a blindly retried cancel does not fail.
+pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &PaymentOrderPatch) -> Result<String> {
+    if let Some(field) = immutable_field(patch) {
+        return Err(Error::invalid(field, format!("{field} cannot change after creation: cancel this payment order and create another")));
+    }
+    let target = patch
+        .status
+        .as_deref()
+        .map(|s| Status::parse(s).ok_or_else(|| Error::invalid("status", format!("status must be one of {}", enums::PAYMENT_ORDER_STATUSES.join(", ")))))
+        .transpose()?;
+    retry_on_conflict(|| async {
+        let stored = ctx.store.get(KIND, ctx.scope, id).await?.ok_or_else(|| Error::not_found("payment order"))?;
+        let mut order = parse(&stored)?;
+        let current = order.status();
+        let edit = first_edit(patch);
+        if let Some(field) = edit {
+            if !current.is_editable() {
+                return Err(Error::invalid(field, format!("this payment order can no longer be edited: its status is {current}")));
+            }
+            apply_edits(&mut order, patch)?;
+        }
+        let moved = match target {
+            Some(to) if to != current => Some(current.transition(to, Actor::Client)?),
+            _ => None,
+        };
+        if edit.is_none() && moved.is_none() {
+            return Ok(stored.doc);
+        }
+        if let Some(to) = moved {
+            order.status = to.as_str().into();
+        }
+        order.updated_at = ctx.now;
+        let json = to_json(&order)?;
+        let mut batch = WriteBatch::new();
+        batch.push(Write::Replace { record: record(ctx, &order, json.clone()), expected_version: stored.version });
+        if edit.is_some() {
+            batch.push(Write::Insert(event::record(ctx.scope, KIND, "updated", id, &json, ctx.now)?));
+        }
+        if let Some(to) = moved {
+            batch.push(Write::Insert(event::record(ctx.scope, KIND, to.event_name(), id, &json, ctx.now)?));
+        }
+        commit.commit(batch, &json).await?;
+        Ok(json)
+    })
+    .await
+}
+
+/// The bank's next move on a stored order, as one batch (None when it has nothing to do).
+pub fn bank_move(ctx: &Ctx<'_>, stored: &StoredObject) -> Result<Option<WriteBatch>> {
+    let mut order = parse(stored)?;
+    let Some(to) = bank::next_move(&order) else { return Ok(None) };
+    order.status().transition(to, Actor::Bank)?;
+    order.status = to.as_str().into();
+    order.updated_at = ctx.now;
+    match to {
+        Status::Failed => order.vendor_failure_reason = Some(bank::FAILURE_REASON.into()),
+        Status::Returned => order.current_return = Some(sandbox_return(&order, ctx.now)),
+        _ => {}
+    }
+    let json = to_json(&order)?;
+    let mut batch = WriteBatch::new();
+    batch.push(Write::Replace { record: record(ctx, &order, json.clone()), expected_version: stored.version });
+    batch.push(Write::Insert(event::record(ctx.scope, KIND, to.event_name(), &order.id, &json, ctx.now)?));
+    Ok(Some(batch))
+}
+
+fn sandbox_return(order: &PaymentOrder, now: Timestamp) -> ReturnObject {
+    ReturnObject {
+        id: new_id(),
+        object: "return".into(),
+        live_mode: order.live_mode,
+        amount: order.amount,
+        currency: order.currency.clone(),
+        code: Some(bank::RETURN_CODE.into()),
+        reason: Some(bank::RETURN_REASON.into()),
+        failure_reason: None,
+        additional_information: None,
+        corrections: None,
+        current_return: None,
+        data: None,
+        date_of_death: None,
+        discarded_at: None,
+        internal_account_id: Some(order.originating_account_id.clone()),
+        ledger_transaction_id: None,
+        reconciliation_status: "unreconciled".into(),
+        reference_numbers: Vec::new(),
+        returnable_id: Some(order.id.clone()),
+        returnable_type: Some(KIND.into()),
+        role: "originating".into(),
+        status: "completed".into(),
+        transaction_id: None,
+        transaction_line_item_id: None,
+        return_type: if enums::is_one_of(&order.payment_type, RETURN_TYPES) { order.payment_type.clone() } else { "manual".into() },
+        created_at: now,
+        updated_at: now,
+    }
+}
+
+/// Payment types that have a return type of the same name (the SDK's `ReturnType`).
+const RETURN_TYPES: &[&str] = &[
+    "ach", "au_becs", "bacs", "book", "check", "cross_border", "eft", "gb_fps", "neft", "nz_becs", "rtp", "sepa", "stablecoin", "wire", "zengin",
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn e2_amount_bounds() {
+        assert!(amount("amount", 0).is_err());
+        assert!(amount("amount", -5).is_err());
+        assert!(amount("amount", 1).is_ok());
+        assert!(amount("amount", super::super::AMOUNT_MAX).is_ok());
+        assert!(amount("amount", super::super::AMOUNT_MAX + 1).is_err());
+    }
+
+    #[test]
+    fn dates_are_calendar_dates() {
+        assert!(date("d", "2026-02-28").is_ok());
+        assert!(date("d", "2026-02-30").is_err());
+        assert!(date("d", "2026-2-3").is_err());
+        assert_eq!(today(Timestamp::from_micros(1_700_000_000_000_000)), "2023-11-14");
+    }
+
+    #[test]
+    fn descriptor_limits_follow_the_payment_type() {
+        assert_eq!(descriptor_len_max("ach"), 10);
+        assert_eq!(descriptor_len_max("eft"), 15);
+        assert_eq!(descriptor_len_max("wire"), 140);
+    }
+}
