@@ -36,9 +36,12 @@ pub struct Ctx<'a> {
 }
 
 /// How many times an update re-reads and re-applies after losing a race to another writer.
-pub const UPDATE_ATTEMPTS_MAX: usize = 5;
+pub const UPDATE_ATTEMPTS_MAX: u32 = 32;
+/// Cap of the random pause between attempts, so racing writers spread out.
+const UPDATE_BACKOFF_MAX_US: u64 = 8_000;
 
-/// Runs `attempt` again when it lost an optimistic-concurrency race (a version conflict).
+/// Runs `attempt` again when it lost an optimistic-concurrency race (a version conflict),
+/// after a short random pause; past the limit the conflict reaches the client as a 409.
 pub async fn retry_on_conflict<T, F, Fut>(mut attempt: F) -> Result<T>
 where
     F: FnMut() -> Fut,
@@ -48,7 +51,11 @@ where
     loop {
         tries += 1;
         match attempt().await {
-            Err(crate::error::Error::Conflict { parameter: None, .. }) if tries < UPDATE_ATTEMPTS_MAX => continue,
+            Err(crate::error::Error::Conflict { parameter: None, .. }) if tries < UPDATE_ATTEMPTS_MAX => {
+                let ceiling_us = (250u64 << tries.min(5)).min(UPDATE_BACKOFF_MAX_US);
+                let pause_us = rand::Rng::random_range(&mut rand::rng(), 0..ceiling_us);
+                tokio::time::sleep(std::time::Duration::from_micros(pause_us)).await;
+            }
             other => return other,
         }
     }

@@ -1,0 +1,374 @@
+//! Payment orders (SPEC E2, E3, E4), the sandbox bank, and their idempotency (I4), over HTTPS.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Key, TestServer, assert_error, json};
+use payrail::domain::api_key::Mode;
+use serde_json::{Value, json};
+
+/// A server whose sandbox bank never gets to move anything during a test.
+async fn frozen_bank() -> TestServer {
+    TestServer::start_with(|c| c.sandbox_step_ms = 3_600_000).await
+}
+
+async fn fast_bank() -> TestServer {
+    TestServer::start_with(|c| c.sandbox_step_ms = 0).await
+}
+
+async fn internal_account(server: &TestServer, key: &Key, currency: &str) -> String {
+    let (status, body) = json(server.post("/api/internal_accounts", key, &json!({"name": "Operating", "currency": currency})).send().await.unwrap()).await;
+    assert_eq!(status, 201, "{body}");
+    body["id"].as_str().unwrap().to_owned()
+}
+
+/// A counterparty with one account; returns (counterparty id, external account id).
+async fn counterparty(server: &TestServer, key: &Key) -> (String, String) {
+    let body = json!({"name": "Vendor", "accounts": [{
+        "account_details": [{"account_number": "123456789"}],
+        "routing_details": [{"routing_number": "121141822", "routing_number_type": "aba"}]
+    }]});
+    let (status, body) = json(server.post("/api/counterparties", key, &body).send().await.unwrap()).await;
+    assert_eq!(status, 201, "{body}");
+    (body["id"].as_str().unwrap().to_owned(), body["accounts"][0]["id"].as_str().unwrap().to_owned())
+}
+
+fn order(originating: &str, receiving: &str, amount: i64) -> Value {
+    json!({"type": "ach", "amount": amount, "direction": "credit", "originating_account_id": originating, "receiving_account_id": receiving})
+}
+
+async fn create_order(server: &TestServer, key: &Key, body: &Value) -> Value {
+    let (status, body) = json(server.post("/api/payment_orders", key, body).send().await.unwrap()).await;
+    assert_eq!(status, 201, "{body}");
+    body
+}
+
+async fn patch_order(server: &TestServer, key: &Key, id: &str, body: &Value) -> (u16, Value) {
+    json(server.patch(&format!("/api/payment_orders/{id}"), key, body).send().await.unwrap()).await
+}
+
+async fn get_order(server: &TestServer, key: &Key, id: &str) -> Value {
+    let (status, body) = json(server.get(&format!("/api/payment_orders/{id}"), key).send().await.unwrap()).await;
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+/// Polls until the order reaches `status` (bounded: 10 s).
+async fn wait_for_status(server: &TestServer, key: &Key, id: &str, status: &str) -> Value {
+    for _ in 0..200 {
+        let order = get_order(server, key, id).await;
+        if order["status"] == status {
+            return order;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("payment order {id} never reached {status}: {}", get_order(server, key, id).await);
+}
+
+async fn event_names(server: &TestServer, key: &Key, entity_id: &str) -> Vec<String> {
+    let (_, events) = json(server.get(&format!("/api/events?entity_id={entity_id}&per_page=100"), key).send().await.unwrap()).await;
+    let mut names: Vec<String> = events.as_array().unwrap().iter().map(|e| e["event_name"].as_str().unwrap().to_owned()).collect();
+    names.reverse();
+    names
+}
+
+const PAYMENT_ORDER_FIELDS: &[&str] = &[
+    "id", "object", "live_mode", "type", "subtype", "amount", "currency", "direction", "status", "priority",
+    "originating_account_id", "originating_account_type", "receiving_account_id", "receiving_account_type", "counterparty_id",
+    "effective_date", "description", "statement_descriptor", "remittance_information", "purpose", "metadata", "external_id",
+    "process_after", "expires_at", "send_remittance_advice", "nsf_protected", "charge_bearer", "accounting", "accounting_category_id",
+    "accounting_ledger_class_id", "batch_id", "current_hold", "current_return", "foreign_exchange_contract",
+    "foreign_exchange_indicator", "foreign_exchange_rate", "ledger_transaction_id", "originating_party_name",
+    "originating_party_address", "reconciliation_status", "reference_numbers", "transaction_ids", "ultimate_originating_account",
+    "ultimate_originating_account_id", "ultimate_originating_account_type", "ultimate_originating_party_identifier",
+    "ultimate_originating_party_name", "ultimate_receiving_party_identifier", "ultimate_receiving_party_name", "vendor_attributes",
+    "vendor_failure_reason", "created_at", "updated_at",
+];
+
+#[tokio::test]
+async fn e2_create_by_receiving_account_id_derives_counterparty() {
+    let server = frozen_bank().await;
+    let key = server.key().await;
+    let originating = internal_account(&server, &key, "USD").await;
+    let (counterparty_id, account_id) = counterparty(&server, &key).await;
+    let created = create_order(&server, &key, &order(&originating, &account_id, 12_345)).await;
+    let mut fields: Vec<&str> = created.as_object().unwrap().keys().map(String::as_str).collect();
+    let mut expected = PAYMENT_ORDER_FIELDS.to_vec();
+    fields.sort_unstable();
+    expected.sort_unstable();
+    assert_eq!(fields, expected);
+    assert_eq!(created["counterparty_id"], counterparty_id.as_str());
+    assert_eq!(created["receiving_account_type"], "external_account");
+    assert_eq!(created["currency"], "USD", "defaults to the originating account's currency");
+    assert_eq!(created["status"], "approved");
+    assert_eq!(created["accounting"], json!({"account_id": null, "class_id": null}));
+    assert_eq!(get_order(&server, &key, created["id"].as_str().unwrap()).await, created);
+}
+
+#[tokio::test]
+async fn e2_inline_receiving_account_creates_an_external_account() {
+    let server = frozen_bank().await;
+    let key = server.key().await;
+    let originating = internal_account(&server, &key, "USD").await;
+    let body = json!({"type": "wire", "amount": 500, "direction": "credit", "originating_account_id": originating,
+        "receiving_account": {"party_name": "Jane Doe", "account_details": [{"account_number": "987654321"}],
+            "routing_details": [{"routing_number": "021000021", "routing_number_type": "aba"}]}});
+    let created = create_order(&server, &key, &body).await;
+    let account_id = created["receiving_account_id"].as_str().unwrap();
+    let (status, account) = json(server.get(&format!("/api/external_accounts/{account_id}"), &key).send().await.unwrap()).await;
+    assert_eq!(status, 200);
+    assert_eq!(account["party_name"], "Jane Doe");
+}
+
+#[tokio::test]
+async fn e2_book_transfer_between_internal_accounts() {
+    let server = frozen_bank().await;
+    let key = server.key().await;
+    let from = internal_account(&server, &key, "USD").await;
+    let to = internal_account(&server, &key, "USD").await;
+    let created = create_order(&server, &key, &json!({"type": "book", "amount": 1, "direction": "credit", "originating_account_id": from, "receiving_account_id": to})).await;
+    assert_eq!(created["receiving_account_type"], "internal_account");
+    let (status, body) = json(server.post("/api/payment_orders", &key, &order(&from, &to, 1)).send().await.unwrap()).await;
+    assert_error(status, &body, 422, "parameter_invalid");
+    assert_eq!(body["errors"]["parameter"], "receiving_account_id", "an ach order cannot pay an internal account");
+}
+
+#[tokio::test]
+async fn e2_every_invalid_parameter_is_named() {
+    let server = frozen_bank().await;
+    let key = server.key().await;
+    let originating = internal_account(&server, &key, "USD").await;
+    let (_, receiving) = counterparty(&server, &key).await;
+    let other = server.key_for("other-org", Mode::Sandbox).await;
+    let foreign = internal_account(&server, &other, "USD").await;
+    let base = order(&originating, &receiving, 100);
+    let with = |field: &str, value: Value| {
+        let mut body = base.clone();
+        body[field] = value;
+        body
+    };
+    let without = |field: &str| {
+        let mut body = base.clone();
+        body.as_object_mut().unwrap().remove(field);
+        body
+    };
+    let cases: Vec<(Value, &str, &str)> = vec![
+        (without("type"), "type", "parameter_missing"),
+        (without("amount"), "amount", "parameter_missing"),
+        (without("direction"), "direction", "parameter_missing"),
+        (without("originating_account_id"), "originating_account_id", "parameter_missing"),
+        (without("receiving_account_id"), "receiving_account_id", "parameter_missing"),
+        (with("type", json!("teleport")), "type", "parameter_invalid"),
+        (with("direction", json!("sideways")), "direction", "parameter_invalid"),
+        (with("amount", json!(0)), "amount", "parameter_invalid"),
+        (with("amount", json!(-5)), "amount", "parameter_invalid"),
+        (with("amount", json!(9_007_199_254_740_992_i64)), "amount", "parameter_invalid"),
+        (with("amount", json!(10.5)), "amount", "parameter_invalid"),
+        (with("amount", json!("100")), "amount", "parameter_invalid"),
+        (with("originating_account_id", json!(foreign)), "originating_account_id", "parameter_invalid"),
+        (with("originating_account_id", json!(receiving)), "originating_account_id", "parameter_invalid"),
+        (with("receiving_account_id", json!("5b8c1a44-0000-4000-8000-000000000000")), "receiving_account_id", "parameter_invalid"),
+        (with("receiving_account", json!({"party_name": "x"})), "receiving_account_id", "parameter_invalid"),
+        (with("currency", json!("EUR")), "currency", "parameter_invalid"),
+        (with("currency", json!("XYZ")), "currency", "parameter_invalid"),
+        (with("effective_date", json!("2026-02-30")), "effective_date", "parameter_invalid"),
+        (with("priority", json!("urgent")), "priority", "parameter_invalid"),
+        (with("statement_descriptor", json!("eleven char")), "statement_descriptor", "parameter_invalid"),
+        (with("subtype", json!("XYZ")), "subtype", "parameter_invalid"),
+        (with("process_after", json!("tomorrow")), "process_after", "parameter_invalid"),
+        (with("metadata", json!({"k": 1})), "metadata.k", "parameter_invalid"),
+        (with("line_items", json!([{"amount": 60}, {"amount": 50}])), "line_items", "parameter_invalid"),
+        (with("line_items", json!([{"amount": 0}, {"amount": 100}])), "line_items[0].amount", "parameter_invalid"),
+        (with("ledger_transaction_id", json!("5b8c1a44-0000-4000-8000-000000000000")), "ledger_transaction_id", "parameter_invalid"),
+    ];
+    for (body, parameter, code) in cases {
+        let (status, reply) = json(server.post("/api/payment_orders", &key, &body).send().await.unwrap()).await;
+        assert_error(status, &reply, 422, code);
+        assert_eq!(reply["errors"]["parameter"], parameter, "for {body}: {reply}");
+    }
+    let (_, listed) = json(server.get("/api/payment_orders", &key).send().await.unwrap()).await;
+    assert_eq!(listed, json!([]), "no failed create left anything behind");
+}
+
+#[tokio::test]
+async fn e3_cancel_before_processing_and_retried_cancel_succeeds() {
+    let server = frozen_bank().await;
+    let key = server.key().await;
+    let originating = internal_account(&server, &key, "USD").await;
+    let (_, receiving) = counterparty(&server, &key).await;
+    let id = create_order(&server, &key, &order(&originating, &receiving, 100)).await["id"].as_str().unwrap().to_owned();
+    let (status, cancelled) = patch_order(&server, &key, &id, &json!({"status": "cancelled"})).await;
+    assert_eq!((status, cancelled["status"].as_str()), (200, Some("cancelled")));
+    let (status, again) = patch_order(&server, &key, &id, &json!({"status": "cancelled"})).await;
+    assert_eq!((status, &again), (200, &cancelled), "a blind retry of the cancel changes nothing");
+    let response = server.patch(&format!("/api/payment_orders/{id}"), &key, &json!({"status": "approved"})).send().await.unwrap();
+    assert_eq!(response.headers()["x-should-retry"], "false");
+    let (status, body) = json(response).await;
+    assert_error(status, &body, 422, "parameter_invalid");
+    assert_eq!(body["errors"]["parameter"], "status");
+    assert_eq!(get_order(&server, &key, &id).await, cancelled, "a refused transition changes nothing");
+    assert_eq!(event_names(&server, &key, &id).await, ["created", "cancelled"]);
+}
+
+#[tokio::test]
+async fn e3_clients_cannot_make_bank_moves_and_approval_round_trips() {
+    let server = frozen_bank().await;
+    let key = server.key().await;
+    let originating = internal_account(&server, &key, "USD").await;
+    let (_, receiving) = counterparty(&server, &key).await;
+    let id = create_order(&server, &key, &order(&originating, &receiving, 100)).await["id"].as_str().unwrap().to_owned();
+    for bank_only in ["processing", "sent", "completed", "failed", "returned", "pending", "bogus"] {
+        let (status, body) = patch_order(&server, &key, &id, &json!({"status": bank_only})).await;
+        assert_error(status, &body, 422, "parameter_invalid");
+    }
+    let (status, body) = patch_order(&server, &key, &id, &json!({"status": "needs_approval"})).await;
+    assert_eq!((status, body["status"].as_str()), (200, Some("needs_approval")));
+    let (status, body) = patch_order(&server, &key, &id, &json!({"status": "approved", "description": "checked"})).await;
+    assert_eq!((status, body["status"].as_str(), body["description"].as_str()), (200, Some("approved"), Some("checked")));
+    assert_eq!(event_names(&server, &key, &id).await, ["created", "needs_approval", "updated", "approved"]);
+}
+
+#[tokio::test]
+async fn e3_fixed_fields_cannot_change() {
+    let server = frozen_bank().await;
+    let key = server.key().await;
+    let originating = internal_account(&server, &key, "USD").await;
+    let (_, receiving) = counterparty(&server, &key).await;
+    let id = create_order(&server, &key, &order(&originating, &receiving, 100)).await["id"].as_str().unwrap().to_owned();
+    for (field, value) in [("type", json!("wire")), ("direction", json!("debit")), ("currency", json!("USD")), ("originating_account_id", json!(originating))] {
+        let (status, body) = patch_order(&server, &key, &id, &json!({ field: value })).await;
+        assert_error(status, &body, 422, "parameter_invalid");
+        assert_eq!(body["errors"]["parameter"], field);
+    }
+    let (status, body) = patch_order(&server, &key, &id, &json!({"amount": 250, "metadata": {"invoice": "7"}})).await;
+    assert_eq!((status, body["amount"].as_i64()), (200, Some(250)));
+}
+
+#[tokio::test]
+async fn sandbox_bank_completes_an_order_with_an_event_per_step() {
+    let server = fast_bank().await;
+    let key = server.key().await;
+    let originating = internal_account(&server, &key, "USD").await;
+    let (_, receiving) = counterparty(&server, &key).await;
+    let id = create_order(&server, &key, &order(&originating, &receiving, 100)).await["id"].as_str().unwrap().to_owned();
+    let completed = wait_for_status(&server, &key, &id, "completed").await;
+    assert_eq!(event_names(&server, &key, &id).await, ["created", "begin_processing", "sent", "completed"]);
+    let (_, events) = json(server.get(&format!("/api/events?entity_id={id}&event_name=completed"), &key).send().await.unwrap()).await;
+    assert_eq!(events[0]["data"], completed, "the event carries the order as returned (E4)");
+    let (status, body) = patch_order(&server, &key, &id, &json!({"description": "too late"})).await;
+    assert_error(status, &body, 422, "parameter_invalid");
+    assert_eq!(body["errors"]["parameter"], "description");
+    let (status, _) = patch_order(&server, &key, &id, &json!({"status": "cancelled"})).await;
+    assert_eq!(status, 422, "cancelled is reachable only before processing");
+}
+
+#[tokio::test]
+async fn sandbox_magic_amounts_fail_and_return() {
+    let server = fast_bank().await;
+    let key = server.key().await;
+    let originating = internal_account(&server, &key, "USD").await;
+    let (_, receiving) = counterparty(&server, &key).await;
+    let failing = create_order(&server, &key, &order(&originating, &receiving, 1313)).await["id"].as_str().unwrap().to_owned();
+    let returning = create_order(&server, &key, &order(&originating, &receiving, 4040)).await["id"].as_str().unwrap().to_owned();
+    let failed = wait_for_status(&server, &key, &failing, "failed").await;
+    assert!(failed["vendor_failure_reason"].as_str().is_some_and(|r| !r.is_empty()));
+    let returned = wait_for_status(&server, &key, &returning, "returned").await;
+    assert_eq!(returned["current_return"]["code"], "R01");
+    assert_eq!(returned["current_return"]["amount"], 4040);
+    assert_eq!(event_names(&server, &key, &returning).await, ["created", "begin_processing", "sent", "completed", "returned"]);
+}
+
+#[tokio::test]
+async fn sandbox_bank_never_moves_live_orders() {
+    let server = fast_bank().await;
+    let live = server.key_for("default", Mode::Live).await;
+    let originating = internal_account(&server, &live, "USD").await;
+    let (_, receiving) = counterparty(&server, &live).await;
+    let created = create_order(&server, &live, &order(&originating, &receiving, 100)).await;
+    assert_eq!(created["live_mode"], true);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(get_order(&server, &live, created["id"].as_str().unwrap()).await["status"], "approved");
+}
+
+#[tokio::test]
+async fn e3_concurrent_patches_never_lose_a_change() {
+    let server = frozen_bank().await;
+    let key = server.key().await;
+    let originating = internal_account(&server, &key, "USD").await;
+    let (_, receiving) = counterparty(&server, &key).await;
+    let id = create_order(&server, &key, &order(&originating, &receiving, 100)).await["id"].as_str().unwrap().to_owned();
+    let edits = (0..12).map(|i| {
+        let request = server.patch(&format!("/api/payment_orders/{id}"), &key, &json!({"description": format!("edit {i}")}));
+        tokio::spawn(async move { request.send().await.unwrap().status().as_u16() })
+    });
+    for edit in edits.collect::<Vec<_>>() {
+        assert_eq!(edit.await.unwrap(), 200);
+    }
+    let names = event_names(&server, &key, &id).await;
+    assert_eq!(names.iter().filter(|n| *n == "updated").count(), 12, "every edit landed: {names:?}");
+    let cancels = (0..8).map(|_| {
+        let request = server.patch(&format!("/api/payment_orders/{id}"), &key, &json!({"status": "cancelled"}));
+        tokio::spawn(async move { request.send().await.unwrap().status().as_u16() })
+    });
+    for cancel in cancels.collect::<Vec<_>>() {
+        assert_eq!(cancel.await.unwrap(), 200);
+    }
+    let names = event_names(&server, &key, &id).await;
+    assert_eq!(names.iter().filter(|n| *n == "cancelled").count(), 1, "one transition, however many asked: {names:?}");
+}
+
+#[tokio::test]
+async fn i4_payment_order_create_is_never_made_twice() {
+    let server = frozen_bank().await;
+    let key = server.key().await;
+    let originating = internal_account(&server, &key, "USD").await;
+    let (_, receiving) = counterparty(&server, &key).await;
+    let body = order(&originating, &receiving, 100);
+    let send = || server.post("/api/payment_orders", &key, &body).header("Idempotency-Key", "po-1").send();
+    let first = send().await.unwrap();
+    assert!(first.headers().get("idempotent-replayed").is_none());
+    let first_bytes = first.bytes().await.unwrap();
+    for _ in 0..3 {
+        let replay = send().await.unwrap();
+        assert_eq!(replay.status(), 201);
+        assert_eq!(replay.headers()["idempotent-replayed"], "true");
+        assert_eq!(replay.bytes().await.unwrap(), first_bytes);
+    }
+    let (_, listed) = json(server.get("/api/payment_orders", &key).send().await.unwrap()).await;
+    assert_eq!(listed.as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn l2_payment_order_list_filters() {
+    let server = frozen_bank().await;
+    let key = server.key().await;
+    let originating = internal_account(&server, &key, "USD").await;
+    let (counterparty_id, receiving) = counterparty(&server, &key).await;
+    let mut debit = order(&originating, &receiving, 700);
+    debit["direction"] = json!("debit");
+    debit["metadata"] = json!({"batch": "night run"});
+    debit["effective_date"] = json!("2030-01-15");
+    let debit_id = create_order(&server, &key, &debit).await["id"].as_str().unwrap().to_owned();
+    let credit_id = create_order(&server, &key, &order(&originating, &receiving, 800)).await["id"].as_str().unwrap().to_owned();
+    patch_order(&server, &key, &credit_id, &json!({"status": "cancelled"})).await;
+    let ids = |query: &'static str| {
+        let request = server.get(&format!("/api/payment_orders?{query}"), &key);
+        async move {
+            let (status, body) = json(request.send().await.unwrap()).await;
+            assert_eq!(status, 200, "{query}: {body}");
+            body.as_array().unwrap().iter().map(|o| o["id"].as_str().unwrap().to_owned()).collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(ids("direction=debit").await, [debit_id.clone()]);
+    assert_eq!(ids("status=cancelled").await, [credit_id.clone()]);
+    assert_eq!(ids("metadata%5Bbatch%5D=night+run").await, [debit_id.clone()]);
+    assert_eq!(ids("effective_date_start=2030-01-01&effective_date_end=2030-01-31").await, [debit_id.clone()]);
+    assert_eq!(ids("type=ach&per_page=10").await, [credit_id.clone(), debit_id.clone()]);
+    assert_eq!(ids(Box::leak(format!("counterparty_id={counterparty_id}").into_boxed_str())).await.len(), 2);
+    assert_eq!(ids("created_at_start=2000-01-01&created_at_end=2100-01-01").await.len(), 2);
+    assert!(ids("created_at_end=2000-01-01").await.is_empty());
+    let (status, body) = json(server.get("/api/payment_orders?status=lost", &key).send().await.unwrap()).await;
+    assert_error(status, &body, 422, "parameter_invalid");
+    assert_eq!(body["errors"]["parameter"], "status");
+}
