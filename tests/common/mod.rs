@@ -1,0 +1,172 @@
+//! The test harness: a real Payrail server on 127.0.0.1 port 0, in a fresh data directory,
+//! spoken to over verified HTTPS as a client would (the generated certificate is trusted).
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use payrail::config::Config;
+use payrail::domain::api_key::Mode;
+use payrail::domain::keys;
+use payrail::domain::time::ShiftedClock;
+use payrail::store::Store;
+use reqwest::{Method, RequestBuilder, Response};
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+pub struct TestServer {
+    pub base: String,
+    pub addr: std::net::SocketAddr,
+    pub admin: Option<String>,
+    pub client: reqwest::Client,
+    pub clock: Arc<ShiftedClock>,
+    pub store: Arc<dyn Store>,
+    pub dir: tempfile::TempDir,
+    pub cert_pem: Vec<u8>,
+    stop: Option<oneshot::Sender<()>>,
+    server: Option<payrail::Server>,
+}
+
+/// A key made for a test: its id and its secret.
+#[derive(Clone, Debug)]
+pub struct Key {
+    pub id: String,
+    pub secret: String,
+    pub org: String,
+}
+
+impl TestServer {
+    pub async fn start() -> Self {
+        Self::start_with(|_| {}).await
+    }
+
+    /// Starts a server; `tweak` may change the configuration first.
+    pub async fn start_with(tweak: impl FnOnce(&mut Config)) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        Self::start_in(dir, tweak).await
+    }
+
+    /// Starts a server on an existing data directory (restarts keep their data).
+    pub async fn start_in(dir: tempfile::TempDir, tweak: impl FnOnce(&mut Config)) -> Self {
+        let clock = Arc::new(ShiftedClock::default());
+        let mut config = Config {
+            data_dir: dir.path().to_owned(),
+            admin_listen: Some("127.0.0.1:0".parse().unwrap()),
+            clock: clock.clone(),
+            ..Config::default()
+        };
+        tweak(&mut config);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let (stop, stopped) = oneshot::channel::<()>();
+        let server = payrail::launch(config, listener, async move {
+            let _ = stopped.await;
+        })
+        .await
+        .expect("launch");
+        let addr = server.local_addr;
+        let (base, client, cert_pem) = match &server.cert_path {
+            Some(path) => {
+                let pem = std::fs::read(path).expect("certificate");
+                (format!("https://127.0.0.1:{}", addr.port()), client_trusting(&pem), pem)
+            }
+            None => (format!("http://127.0.0.1:{}", addr.port()), reqwest::Client::new(), Vec::new()),
+        };
+        TestServer {
+            base,
+            addr,
+            admin: server.admin_addr.map(|a| format!("http://{a}")),
+            client,
+            clock,
+            store: server.store.clone(),
+            dir,
+            cert_pem,
+            stop: Some(stop),
+            server: Some(server),
+        }
+    }
+
+    /// Stops the server, waits for it to drain, and hands back its data directory.
+    pub async fn stop(mut self) -> tempfile::TempDir {
+        self.shutdown().await;
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::mem::replace(&mut self.dir, dir)
+    }
+
+    async fn shutdown(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(server) = self.server.take() {
+            tokio::time::timeout(Duration::from_secs(40), server.wait()).await.expect("server stops");
+        }
+    }
+
+    pub async fn key(&self) -> Key {
+        self.key_for("default", Mode::Sandbox).await
+    }
+
+    pub async fn key_for(&self, org: &str, mode: Mode) -> Key {
+        let issued = keys::create(self.store.as_ref(), self.clock.as_ref(), "test", mode, org).await.expect("create key");
+        Key { id: issued.key.id, secret: issued.secret.expose().to_owned(), org: org.to_owned() }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+
+    /// A request authenticated with `key` (user name `x-api-key`).
+    pub fn req(&self, method: Method, path: &str, key: &Key) -> RequestBuilder {
+        self.client.request(method, self.url(path)).basic_auth("x-api-key", Some(&key.secret))
+    }
+
+    pub fn get(&self, path: &str, key: &Key) -> RequestBuilder {
+        self.req(Method::GET, path, key)
+    }
+
+    pub fn post(&self, path: &str, key: &Key, body: &Value) -> RequestBuilder {
+        self.req(Method::POST, path, key).json(body)
+    }
+
+    pub fn patch(&self, path: &str, key: &Key, body: &Value) -> RequestBuilder {
+        self.req(Method::PATCH, path, key).json(body)
+    }
+
+    pub fn delete(&self, path: &str, key: &Key) -> RequestBuilder {
+        self.req(Method::DELETE, path, key)
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+pub fn client_trusting(pem: &[u8]) -> reqwest::Client {
+    let cert = reqwest::Certificate::from_pem(pem).expect("certificate parses");
+    reqwest::Client::builder()
+        .add_root_certificate(cert)
+        .tls_built_in_root_certs(false)
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("client")
+}
+
+/// Status and JSON body of a response.
+pub async fn json(response: Response) -> (u16, Value) {
+    let status = response.status().as_u16();
+    let text = response.text().await.expect("body");
+    let value = if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text}")) };
+    (status, value)
+}
+
+/// Asserts the contract's error body (SPEC L3) and returns it.
+pub fn assert_error(status: u16, body: &Value, expected_status: u16, code: &str) {
+    assert_eq!(status, expected_status, "status; body {body}");
+    let errors = body.get("errors").and_then(Value::as_object).unwrap_or_else(|| panic!("no errors object in {body}"));
+    assert_eq!(errors.get("code").and_then(Value::as_str), Some(code), "code in {body}");
+    assert!(errors.get("message").and_then(Value::as_str).is_some_and(|m| !m.is_empty()), "message in {body}");
+    assert!(errors.contains_key("parameter"), "parameter key in {body}");
+}
