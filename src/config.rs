@@ -20,6 +20,8 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// `sqlite://PATH` or `postgres://...`; `None` means `sqlite://<data_dir>/payrail.db`.
     pub database_url: Option<String>,
+    /// Most PostgreSQL connections one instance opens.
+    pub database_pool_max: usize,
     pub tls: TlsSource,
     /// Serve plain HTTP instead of TLS (behind a TLS-terminating proxy only, SPEC T3).
     pub plain_http: bool,
@@ -53,6 +55,7 @@ impl Default for Config {
         Config {
             data_dir: PathBuf::from(DEFAULT_DATA_DIR),
             database_url: None,
+            database_pool_max: 16,
             tls: TlsSource::SelfSigned,
             plain_http: false,
             admin_listen: DEFAULT_ADMIN_LISTEN.parse().ok(),

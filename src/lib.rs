@@ -27,6 +27,7 @@ use tokio::task::JoinHandle;
 use config::Config;
 use http::serve::ListenerOptions;
 use store::Store;
+use store::postgres::PostgresStore;
 use store::sqlite::{ServeLock, SqliteStore};
 
 /// Replies purged per background pass; small, so a purge never holds the writer for long.
@@ -51,25 +52,38 @@ impl Server {
     }
 }
 
-/// Opens the store named by the configuration, applying migrations.
-pub fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
+/// Opens the store named by the configuration (SQLite or PostgreSQL), applying migrations.
+pub async fn connect_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
     let url = config.database_url();
-    if let Some(path) = store::sqlite::path_from_url(&url) {
-        let store = SqliteStore::open(&path).with_context(|| format!("opening SQLite database {}", path.display()))?;
+    if PostgresStore::is_url(&url) {
+        let store = PostgresStore::open(&url, config.database_pool_max).await?;
         return Ok(Arc::new(store));
     }
-    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        anyhow::bail!("PostgreSQL is not supported by this build yet; use a sqlite:// URL");
+    open_store(config)
+}
+
+/// Opens an embedded SQLite store (PostgreSQL needs [`connect_store`]).
+pub fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
+    let url = config.database_url();
+    match store::sqlite::path_from_url(&url) {
+        Some(path) => {
+            let store = SqliteStore::open(&path).with_context(|| format!("opening SQLite database {}", path.display()))?;
+            Ok(Arc::new(store))
+        }
+        None if PostgresStore::is_url(&url) => anyhow::bail!("PostgreSQL URLs are opened with connect_store"),
+        None => anyhow::bail!("unsupported database URL (expected sqlite://PATH or postgres://...)"),
     }
-    anyhow::bail!("unsupported database URL scheme (expected sqlite://PATH)")
 }
 
 /// Applies migrations and exits (`payrail migrate`).
-pub fn migrate(config: &Config) -> anyhow::Result<()> {
+pub async fn migrate(config: &Config) -> anyhow::Result<()> {
     let url = config.database_url();
+    if PostgresStore::is_url(&url) {
+        return PostgresStore::migrate(&url).await;
+    }
     match store::sqlite::path_from_url(&url) {
         Some(path) => SqliteStore::migrate(&path),
-        None => anyhow::bail!("unsupported database URL scheme (expected sqlite://PATH)"),
+        None => anyhow::bail!("unsupported database URL (expected sqlite://PATH or postgres://...)"),
     }
 }
 
@@ -89,7 +103,7 @@ fn lock_store(config: &Config) -> anyhow::Result<Option<ServeLock>> {
 /// Starts serving the API on `listener` until `shutdown` resolves.
 pub async fn launch(config: Config, listener: TcpListener, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<Server> {
     let lock = lock_store(&config)?;
-    let store = open_store(&config)?;
+    let store = connect_store(&config).await?;
     let config = Arc::new(config);
     let state = http::AppState {
         store: store.clone(),

@@ -26,9 +26,13 @@ struct StorageArgs {
     /// Data directory: the SQLite database and the self-signed certificate live here.
     #[arg(long, global = true, env = "PAYRAIL_DATA_DIR", default_value = config::DEFAULT_DATA_DIR)]
     data_dir: PathBuf,
-    /// Database URL: sqlite://PATH (default: sqlite://<data-dir>/payrail.db).
+    /// Database URL: sqlite://PATH (default: sqlite://<data-dir>/payrail.db) or
+    /// postgres://USER:PASSWORD@HOST:PORT/DB for several instances on one database.
     #[arg(long, global = true, env = "PAYRAIL_DATABASE_URL")]
     database_url: Option<String>,
+    /// Most PostgreSQL connections this instance opens (ignored for SQLite).
+    #[arg(long, global = true, env = "PAYRAIL_DATABASE_POOL_MAX", default_value_t = 16)]
+    database_pool_max: usize,
 }
 
 #[derive(Subcommand)]
@@ -133,17 +137,22 @@ fn init_logging() {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
-    let mut config = Config { data_dir: cli.storage.data_dir, database_url: cli.storage.database_url, ..Config::default() };
+    let mut config = Config {
+        data_dir: cli.storage.data_dir,
+        database_url: cli.storage.database_url,
+        database_pool_max: cli.storage.database_pool_max,
+        ..Config::default()
+    };
     match cli.command {
         Command::Serve(args) => serve(config, args).await,
         Command::Migrate => {
-            payrail::migrate(&config)?;
+            payrail::migrate(&config).await?;
             println!("migrations applied to {}", config.database_url());
             Ok(())
         }
         Command::Keys { command } => {
             config.admin_listen = None;
-            let store = payrail::open_store(&config)?;
+            let store = payrail::connect_store(&config).await?;
             run_keys(store.as_ref(), command).await
         }
     }

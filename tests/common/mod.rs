@@ -51,6 +51,7 @@ impl TestServer {
         let clock = Arc::new(ShiftedClock::default());
         let mut config = Config {
             data_dir: dir.path().to_owned(),
+            database_url: test_database_url(dir.path()).await,
             admin_listen: Some("127.0.0.1:0".parse().unwrap()),
             clock: clock.clone(),
             ..Config::default()
@@ -142,6 +143,32 @@ impl Drop for TestServer {
             let _ = stop.send(());
         }
     }
+}
+
+/// The store the suite runs on: SQLite in the data directory, or, when
+/// `PAYRAIL_TEST_DATABASE_URL` names a PostgreSQL server, a fresh database on it for this server
+/// (remembered in the data directory, so a restart on that directory finds its data again).
+pub async fn test_database_url(dir: &std::path::Path) -> Option<String> {
+    let server = std::env::var("PAYRAIL_TEST_DATABASE_URL").ok().filter(|u| !u.is_empty())?;
+    let remembered = dir.join("test-database-url");
+    if let Ok(url) = std::fs::read_to_string(&remembered) {
+        return Some(url);
+    }
+    let name = format!("payrail_test_{}", uuid::Uuid::new_v4().simple());
+    let (client, connection) = tokio_postgres::connect(&server, tokio_postgres::NoTls).await.expect("reach the test PostgreSQL server");
+    let driver = tokio::spawn(connection);
+    client.batch_execute(&format!("CREATE DATABASE {name}")).await.expect("create a test database");
+    drop(client);
+    let _ = driver.await;
+    let base = server.rsplit_once('/').map_or(server.as_str(), |(base, _)| base);
+    let url = format!("{base}/{name}");
+    std::fs::write(&remembered, &url).expect("remember the test database");
+    Some(url)
+}
+
+/// Whether this run is on PostgreSQL (some SQLite-only checks read the database file).
+pub fn on_postgres() -> bool {
+    std::env::var("PAYRAIL_TEST_DATABASE_URL").is_ok_and(|u| !u.is_empty())
 }
 
 pub fn client_trusting(pem: &[u8]) -> reqwest::Client {

@@ -244,7 +244,7 @@ fn list_sql(query: &ListQuery) -> (String, Vec<Value>) {
     (sql, args)
 }
 
-fn escape_like(text: &str) -> String {
+pub(crate) fn escape_like(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         if matches!(c, '%' | '_' | '\\') {

@@ -1,0 +1,37 @@
+//! Embedded PostgreSQL migrations, applied at start under an advisory lock so that several
+//! instances starting at once apply each migration exactly once (SPEC S3).
+
+use tokio_postgres::Client;
+
+/// `(version, sql)`, oldest first. Never edit a released migration: add a new one.
+const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("migrations/0001_init.sql"))];
+/// Arbitrary but fixed: the advisory lock every Payrail instance takes to migrate.
+const MIGRATION_LOCK_ID: i64 = 0x7061_7972_6169_6c00;
+
+pub async fn apply(client: &mut Client) -> anyhow::Result<()> {
+    client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK_ID]).await?;
+    let result = apply_locked(client).await;
+    client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK_ID]).await?;
+    result
+}
+
+async fn apply_locked(client: &mut Client) -> anyhow::Result<()> {
+    client
+        .batch_execute("CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)")
+        .await?;
+    for (version, sql) in MIGRATIONS {
+        let tx = client.transaction().await?;
+        let applied: bool = tx.query_one("SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)", &[version]).await?.get(0);
+        if !applied {
+            tx.batch_execute(sql).await?;
+            tx.execute(
+                "INSERT INTO schema_migrations (version, applied_at) VALUES ($1, (extract(epoch FROM now()) * 1000000)::BIGINT)",
+                &[version],
+            )
+            .await?;
+            tracing::info!(version, "applied postgres migration");
+        }
+        tx.commit().await?;
+    }
+    Ok(())
+}

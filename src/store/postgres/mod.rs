@@ -1,0 +1,401 @@
+//! The PostgreSQL store, for several Payrail instances behind a load balancer (SPEC S2, I9).
+//!
+//! Everything a guarantee depends on is decided by the database: idempotency claims are rows
+//! (taken with an upsert that only succeeds when the previous lease has run out), replies
+//! commit in the same transaction as their effects, versioned replaces settle concurrent
+//! updates from any instance, and `Require` preconditions hold a key-share lock until commit.
+//! Commits are durable (`synchronous_commit=on` on every connection). A database that cannot
+//! be reached answers 503 with `Retry-After`; the pool reconnects by itself when it returns.
+
+mod migrations;
+mod writes;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
+use rand::{Rng, RngCore};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{NoTls, Row};
+
+use super::{Claim, ClaimToken, Filter, ListQuery, Page, Store, StoredObject, StoredReply, WriteBatch};
+use crate::domain::api_key::{ApiKey, KeyHash, KeyHasher, Scope};
+use crate::domain::time::Timestamp;
+use crate::error::{Error, Result};
+
+/// How long a request waits for a pooled connection before answering 503.
+const POOL_WAIT: Duration = Duration::from_secs(5);
+const RETRY_AFTER_S: u64 = 1;
+
+pub struct PostgresStore {
+    pool: Pool,
+    hasher: KeyHasher,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore").finish_non_exhaustive()
+    }
+}
+
+
+/// The URL without its password, for messages and logs.
+pub fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return "<unparseable database URL>".into() };
+    let (authority, tail) = rest.split_once('/').map_or((rest, ""), |(a, t)| (a, t));
+    let authority = match authority.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split(':').next().unwrap_or("");
+            format!("{user}:***@{host}")
+        }
+        None => authority.to_owned(),
+    };
+    let path = tail.split('?').next().unwrap_or("");
+    format!("{scheme}://{authority}/{path}")
+}
+
+impl PostgresStore {
+    pub fn is_url(url: &str) -> bool {
+        url.starts_with("postgres://") || url.starts_with("postgresql://")
+    }
+
+    /// Connects, applies migrations (under an advisory lock) and builds the pool.
+    pub async fn open(url: &str, pool_max: usize) -> anyhow::Result<Self> {
+        let mut config = tokio_postgres::Config::from_str(url).map_err(|e| anyhow::anyhow!("invalid database URL {}: {e}", redact(url)))?;
+        if config.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
+            anyhow::bail!("sslmode=require is not supported by this build: reach PostgreSQL over a private network or a local TLS tunnel");
+        }
+        // Durable commits whatever the server's default (SPEC S3).
+        config.options("-c synchronous_commit=on");
+        config.connect_timeout(Duration::from_secs(5));
+        let (mut client, connection) = config
+            .connect(NoTls)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot reach PostgreSQL at {}: {e}", redact(url)))?;
+        let driver = tokio::spawn(connection);
+        migrations::apply(&mut client).await?;
+        let pepper = load_pepper(&client).await?;
+        drop(client);
+        let _ = driver.await;
+        let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let pool = Pool::builder(manager)
+            .max_size(pool_max.max(1))
+            .wait_timeout(Some(POOL_WAIT))
+            .create_timeout(Some(POOL_WAIT))
+            .runtime(Runtime::Tokio1)
+            .build()?;
+        Ok(PostgresStore { pool, hasher: KeyHasher::new(pepper) })
+    }
+
+    /// Only migrates (the `payrail migrate` command).
+    pub async fn migrate(url: &str) -> anyhow::Result<()> {
+        let (mut client, connection) = tokio_postgres::connect(url, NoTls)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot reach PostgreSQL at {}: {e}", redact(url)))?;
+        tokio::spawn(connection);
+        migrations::apply(&mut client).await
+    }
+
+    async fn client(&self) -> Result<deadpool_postgres::Object> {
+        self.pool.get().await.map_err(pool_err)
+    }
+
+    async fn query(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
+        let client = self.client().await?;
+        let statement = client.prepare_cached(sql).await.map_err(db_err)?;
+        client.query(&statement, params).await.map_err(db_err)
+    }
+
+    async fn reply(&self, api_key_id: &str, key: &str, now: Timestamp) -> Result<Option<StoredReply>> {
+        let rows = self
+            .query(
+                "SELECT status, content_type, body, fingerprint, created_at, expires_at FROM idempotency_replies
+                 WHERE api_key_id = $1 AND key = $2 AND expires_at > $3",
+                &[&api_key_id, &key, &now.as_micros()],
+            )
+            .await?;
+        Ok(rows.first().map(|row| {
+            let fingerprint: Vec<u8> = row.get(3);
+            StoredReply {
+                api_key_id: api_key_id.to_owned(),
+                key: key.to_owned(),
+                status: u16::try_from(row.get::<_, i32>(0)).unwrap_or(200),
+                content_type: row.get(1),
+                body: Bytes::from(row.get::<_, Vec<u8>>(2)),
+                fingerprint: fingerprint.try_into().unwrap_or([0; 32]),
+                created_at: Timestamp::from_micros(row.get(4)),
+                expires_at: Timestamp::from_micros(row.get(5)),
+            }
+        }))
+    }
+}
+
+async fn load_pepper(client: &tokio_postgres::Client) -> anyhow::Result<Vec<u8>> {
+    let mut fresh = [0u8; 32];
+    rand::rng().fill_bytes(&mut fresh);
+    client
+        .execute("INSERT INTO settings (name, value) VALUES ('key_pepper', $1) ON CONFLICT (name) DO NOTHING", &[&&fresh[..]])
+        .await?;
+    Ok(client.query_one("SELECT value FROM settings WHERE name = 'key_pepper'", &[]).await?.get(0))
+}
+
+/// A database error: unreachable is 503 (retry), a lost race is a retryable conflict, the
+/// rest is a 500 whose detail stays in the log.
+pub(crate) fn db_err(err: tokio_postgres::Error) -> Error {
+    use tokio_postgres::error::SqlState;
+    if err.is_closed() || err.code().is_none() {
+        return Error::Unavailable { message: "The database is unavailable; retry shortly.".into(), retry_after_s: RETRY_AFTER_S };
+    }
+    match err.code() {
+        Some(code) if *code == SqlState::T_R_SERIALIZATION_FAILURE || *code == SqlState::T_R_DEADLOCK_DETECTED => Error::Conflict {
+            message: "The request collided with another; retry.".into(),
+            parameter: None,
+            retry_after_s: Some(0),
+        },
+        Some(code) if *code == SqlState::ADMIN_SHUTDOWN || *code == SqlState::CANNOT_CONNECT_NOW => {
+            Error::Unavailable { message: "The database is unavailable; retry shortly.".into(), retry_after_s: RETRY_AFTER_S }
+        }
+        _ => Error::Internal(format!("postgres: {err}")),
+    }
+}
+
+fn pool_err(err: PoolError) -> Error {
+    tracing::warn!(%err, "no database connection");
+    Error::Unavailable { message: "The database is unavailable; retry shortly.".into(), retry_after_s: RETRY_AFTER_S }
+}
+
+fn stored_object(row: &Row) -> StoredObject {
+    StoredObject { id: row.get(0), parent_id: row.get(1), version: row.get(2), doc: row.get(3) }
+}
+
+fn api_key_row(row: &Row) -> (ApiKey, KeyHash) {
+    let hash: Vec<u8> = row.get(1);
+    let decommissioned_at: Option<i64> = row.get(8);
+    let key = ApiKey {
+        id: row.get(0),
+        object: "api_key",
+        name: row.get(2),
+        organization_id: row.get(3),
+        live_mode: row.get(4),
+        created_at: Timestamp::from_micros(row.get(5)),
+        updated_at: Timestamp::from_micros(row.get(6)),
+        expires_at: row.get::<_, Option<i64>>(7).map(Timestamp::from_micros),
+        decommissioned: decommissioned_at.is_some(),
+        decommissioned_at: decommissioned_at.map(Timestamp::from_micros),
+    };
+    (key, KeyHash(hash.try_into().unwrap_or([0; 32])))
+}
+
+const API_KEY_COLUMNS: &str =
+    "id, key_hash, name, organization_id, live_mode, created_at, updated_at, expires_at, decommissioned_at";
+
+/// A list query's SQL and parameters (the same shape as SQLite's, with `$n` placeholders).
+fn list_sql(query: &ListQuery) -> (String, Vec<Box<dyn ToSql + Sync + Send>>) {
+    let mut args: Vec<Box<dyn ToSql + Sync + Send>> = vec![
+        Box::new(query.scope.organization_id.clone()),
+        Box::new(query.scope.live_mode),
+        Box::new(query.kind.to_owned()),
+    ];
+    let mut sql = String::from(
+        "SELECT o.id, o.parent_id, o.version, o.doc, o.seq FROM objects o WHERE o.org_id = $1 AND o.live_mode = $2 AND o.kind = $3",
+    );
+    let push = |args: &mut Vec<Box<dyn ToSql + Sync + Send>>, value: Box<dyn ToSql + Sync + Send>| {
+        args.push(value);
+        args.len()
+    };
+    if let Some(seq) = query.after_seq {
+        let n = push(&mut args, Box::new(seq));
+        sql.push_str(&format!(" AND o.seq < ${n}"));
+    }
+    for filter in &query.filters {
+        let (name, op, value) = match filter {
+            Filter::Eq { name, value } => (name, "=", value.clone()),
+            Filter::Contains { name, needle } => (name, "LIKE", format!("%{}%", super::sqlite::escape_like(needle))),
+            Filter::AtLeast { name, value } => (name, ">=", value.clone()),
+            Filter::AtMost { name, value } => (name, "<=", value.clone()),
+            Filter::CreatedFrom(at) => {
+                let n = push(&mut args, Box::new(at.as_micros()));
+                sql.push_str(&format!(" AND o.created_at >= ${n}"));
+                continue;
+            }
+            Filter::CreatedTo(at) => {
+                let n = push(&mut args, Box::new(at.as_micros()));
+                sql.push_str(&format!(" AND o.created_at <= ${n}"));
+                continue;
+            }
+        };
+        let n_name = push(&mut args, Box::new(name.clone()));
+        let n_value = push(&mut args, Box::new(value));
+        let escape = if op == "LIKE" { " ESCAPE '\\'" } else { "" };
+        sql.push_str(&format!(
+            " AND EXISTS (SELECT 1 FROM object_terms t WHERE t.object_seq = o.seq AND t.name = ${n_name} AND t.value {op} ${n_value}{escape})"
+        ));
+    }
+    let n = push(&mut args, Box::new(i64::try_from(query.limit + 1).unwrap_or(i64::MAX)));
+    sql.push_str(&format!(" ORDER BY o.seq DESC LIMIT ${n}"));
+    (sql, args)
+}
+
+#[async_trait]
+impl Store for PostgresStore {
+    async fn commit(&self, batch: WriteBatch) -> Result<()> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await.map_err(db_err)?;
+        for write in &batch.writes {
+            writes::apply(&tx, write).await?;
+        }
+        // Checked last, just before the commit: after this the request's answer is the commit's.
+        if let Some(gate) = &batch.gate
+            && !gate.begin_commit()
+        {
+            return Err(Error::Unavailable { message: "the request was abandoned before it committed".into(), retry_after_s: 1 });
+        }
+        tx.commit().await.map_err(db_err)
+    }
+
+    async fn get(&self, kind: &'static str, scope: &Scope, id: &str) -> Result<Option<StoredObject>> {
+        let rows = self
+            .query(
+                "SELECT id, parent_id, version, doc FROM objects WHERE id = $1 AND kind = $2 AND org_id = $3 AND live_mode = $4",
+                &[&id, &kind, &scope.organization_id, &scope.live_mode],
+            )
+            .await?;
+        Ok(rows.first().map(stored_object))
+    }
+
+    async fn list(&self, query: &ListQuery) -> Result<Page> {
+        let (sql, args) = list_sql(query);
+        let params: Vec<&(dyn ToSql + Sync)> = args.iter().map(|a| a.as_ref() as &(dyn ToSql + Sync)).collect();
+        let rows = self.query(&sql, &params).await?;
+        let mut items: Vec<(StoredObject, i64)> = rows.iter().map(|row| (stored_object(row), row.get(4))).collect();
+        let next_seq = if items.len() > query.limit {
+            items.truncate(query.limit);
+            items.last().map(|(_, seq)| *seq)
+        } else {
+            None
+        };
+        Ok(Page { items: items.into_iter().map(|(item, _)| item).collect(), next_seq })
+    }
+
+    async fn children(&self, kind: &'static str, scope: &Scope, parent_ids: &[String]) -> Result<Vec<StoredObject>> {
+        if parent_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = self
+            .query(
+                "SELECT id, parent_id, version, doc FROM objects
+                 WHERE kind = $1 AND org_id = $2 AND live_mode = $3 AND parent_id = ANY($4) ORDER BY seq",
+                &[&kind, &scope.organization_id, &scope.live_mode, &parent_ids],
+            )
+            .await?;
+        Ok(rows.iter().map(stored_object).collect())
+    }
+
+    async fn api_key_by_hash(&self, hash: &KeyHash) -> Result<Option<(ApiKey, KeyHash)>> {
+        let sql = format!("SELECT {API_KEY_COLUMNS} FROM api_keys WHERE key_hash = $1");
+        Ok(self.query(&sql, &[&&hash.0[..]]).await?.first().map(api_key_row))
+    }
+
+    async fn api_key(&self, id: &str) -> Result<Option<ApiKey>> {
+        let sql = format!("SELECT {API_KEY_COLUMNS} FROM api_keys WHERE id = $1");
+        Ok(self.query(&sql, &[&id]).await?.first().map(|row| api_key_row(row).0))
+    }
+
+    async fn api_keys(&self) -> Result<Vec<ApiKey>> {
+        let sql = format!("SELECT {API_KEY_COLUMNS} FROM api_keys ORDER BY created_at, id");
+        Ok(self.query(&sql, &[]).await?.iter().map(|row| api_key_row(row).0).collect())
+    }
+
+    fn key_hasher(&self) -> &KeyHasher {
+        &self.hasher
+    }
+
+    async fn claim(&self, api_key_id: &str, key: &str, now: Timestamp, lease_ms: u64) -> Result<Claim> {
+        let nonce: i64 = rand::rng().random_range(1..i64::MAX);
+        let lease_until = now.plus_micros(i64::try_from(lease_ms).unwrap_or(i64::MAX / 1000).saturating_mul(1000));
+        // Takes the key if nobody holds it, or if the holder's lease ran out (a crashed owner).
+        let taken = self
+            .query(
+                "INSERT INTO idempotency_claims (api_key_id, key, nonce, lease_until) VALUES ($1, $2, $3, $4)
+                 ON CONFLICT (api_key_id, key) DO UPDATE SET nonce = EXCLUDED.nonce, lease_until = EXCLUDED.lease_until
+                 WHERE idempotency_claims.lease_until <= $5
+                 RETURNING nonce",
+                &[&api_key_id, &key, &nonce, &lease_until.as_micros(), &now.as_micros()],
+            )
+            .await?;
+        if taken.is_empty() {
+            return Ok(Claim::InFlight);
+        }
+        let token = ClaimToken { api_key_id: api_key_id.to_owned(), key: key.to_owned(), nonce: nonce as u64 };
+        // As on SQLite: claim first, then look for a reply the previous owner committed.
+        match self.reply(api_key_id, key, now).await {
+            Ok(Some(reply)) => {
+                self.release(&token).await;
+                Ok(Claim::Replay(reply))
+            }
+            Ok(None) => Ok(Claim::Acquired(token)),
+            Err(err) => {
+                self.release(&token).await;
+                Err(err)
+            }
+        }
+    }
+
+    async fn release(&self, token: &ClaimToken) {
+        let nonce = token.nonce as i64;
+        let released = self
+            .query(
+                "DELETE FROM idempotency_claims WHERE api_key_id = $1 AND key = $2 AND nonce = $3 RETURNING nonce",
+                &[&token.api_key_id, &token.key, &nonce],
+            )
+            .await;
+        if let Err(err) = released {
+            // The lease frees the key anyway; until then retries answer 409 (I8).
+            tracing::warn!(%err, "releasing an idempotency claim failed; its lease will free it");
+        }
+    }
+
+    async fn scan_due(&self, kind: &'static str, term: &str, upto: &str, limit: usize) -> Result<Vec<(Scope, StoredObject)>> {
+        let rows = self
+            .query(
+                "SELECT o.id, o.parent_id, o.version, o.doc, o.org_id, o.live_mode FROM object_terms t
+                 JOIN objects o ON o.seq = t.object_seq
+                 WHERE t.name = $1 AND t.value <= $2 AND o.kind = $3 ORDER BY t.value LIMIT $4",
+                &[&term, &upto, &kind, &(limit as i64)],
+            )
+            .await?;
+        Ok(rows.iter().map(|row| (Scope { organization_id: row.get(4), live_mode: row.get(5) }, stored_object(row))).collect())
+    }
+
+    async fn purge_replies(&self, now: Timestamp, batch_max: usize) -> Result<usize> {
+        let client = self.client().await?;
+        // Expired claims of vanished owners go too; they are harmless but need not linger.
+        client
+            .execute("DELETE FROM idempotency_claims WHERE lease_until <= $1", &[&now.as_micros()])
+            .await
+            .map_err(db_err)?;
+        let purged = client
+            .execute(
+                "DELETE FROM idempotency_replies WHERE ctid = ANY (ARRAY (
+                   SELECT ctid FROM idempotency_replies WHERE expires_at <= $1 LIMIT $2))",
+                &[&now.as_micros(), &(batch_max as i64)],
+            )
+            .await
+            .map_err(db_err)?;
+        Ok(usize::try_from(purged).unwrap_or(0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn s2_redacts_the_password() {
+        assert_eq!(redact("postgres://app:s3cret@db.internal:5432/payrail?sslmode=disable"), "postgres://app:***@db.internal:5432/payrail");
+        assert_eq!(redact("postgres://localhost/payrail"), "postgres://localhost/payrail");
+        assert!(!redact("postgresql://u:p@h/d").contains(":p@"));
+    }
+}
