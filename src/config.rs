@@ -35,8 +35,8 @@ pub struct Config {
     pub connections_max: usize,
     /// How long a successful reply is kept for replay (SPEC I3: 24 hours).
     pub idempotency_ttl_secs: i64,
-    /// How long an in-flight claim survives an owner that vanished (SPEC I8); longer than
-    /// `request_timeout_ms` so a live request is never overtaken.
+    /// How long an in-flight claim survives an owner that vanished (SPEC I8). A live owner
+    /// renews it every third of this, so it is never overtaken however long it runs.
     pub idempotency_lease_ms: u64,
     /// Reject a reused key whose method, path or body differs (SPEC I11).
     pub idempotency_strict: bool,
@@ -64,7 +64,7 @@ impl Default for Config {
             handshake_timeout_ms: 10_000,
             connections_max: 4096,
             idempotency_ttl_secs: 24 * 60 * 60,
-            idempotency_lease_ms: 60_000,
+            idempotency_lease_ms: 10_000,
             idempotency_strict: false,
             sandbox_step_ms: 2_000,
             clock: Arc::new(SystemClock),

@@ -171,7 +171,6 @@ async fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
     config.idempotency_strict = args.idempotency_strict;
     config.body_limit_bytes = args.body_limit_bytes;
     config.request_timeout_ms = args.request_timeout_ms;
-    config.idempotency_lease_ms = args.request_timeout_ms.saturating_mul(2).max(config.idempotency_lease_ms);
     config.connections_max = args.connections_max;
     config.sandbox_step_ms = args.sandbox_step_ms;
     let listener = tokio::net::TcpListener::bind(args.listen)

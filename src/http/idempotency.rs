@@ -190,22 +190,52 @@ async fn replay(state: &AppState, request: Request, reply: StoredReply) -> Respo
     response
 }
 
-/// Frees a claim when the work that holds it ends, however it ends (even by panic).
+/// Holds a claim while the work runs: renews its lease, and frees it when the work ends,
+/// however it ends (even by panic).
 struct ReleaseOnDrop {
     store: Arc<dyn Store>,
     token: Option<ClaimToken>,
+    renewer: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl ReleaseOnDrop {
+    fn new(state: &AppState, token: Option<ClaimToken>) -> Self {
+        let renewer = token.clone().map(|token| tokio::spawn(renew_while_working(state.clone(), token)));
+        ReleaseOnDrop { store: state.store.clone(), token, renewer }
+    }
+
     async fn finish(mut self) {
+        if let Some(renewer) = self.renewer.take() {
+            renewer.abort();
+        }
         if let Some(token) = self.token.take() {
             self.store.release(&token).await;
         }
     }
 }
 
+/// Extends the claim every third of its lease, so only a vanished owner's claim ever expires.
+async fn renew_while_working(state: AppState, token: ClaimToken) {
+    let lease_ms = state.config.idempotency_lease_ms;
+    let every = Duration::from_millis((lease_ms / 3).max(1));
+    loop {
+        tokio::time::sleep(every).await;
+        match state.store.renew(&token, state.clock.now(), lease_ms).await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::error!("an idempotency claim was lost while its request ran");
+                return;
+            }
+            Err(err) => tracing::warn!(%err, "renewing an idempotency claim failed; will retry"),
+        }
+    }
+}
+
 impl Drop for ReleaseOnDrop {
     fn drop(&mut self) {
+        if let Some(renewer) = self.renewer.take() {
+            renewer.abort();
+        }
         if let Some(token) = self.token.take() {
             let store = self.store.clone();
             tokio::spawn(async move { store.release(&token).await });
@@ -239,7 +269,7 @@ async fn run_gated(state: AppState, request: Request, next: Next, claim: Option<
 }
 
 async fn execute(state: AppState, request: Request, next: Next, claim: Option<ClaimToken>, gate: Arc<CommitGate>) -> Response {
-    let release = ReleaseOnDrop { store: state.store.clone(), token: claim };
+    let release = ReleaseOnDrop::new(&state, claim);
     let response = match execute_claimed(&state, request, next, release.token.as_ref(), gate).await {
         Ok(response) => response,
         Err(err) => err.into_response(),

@@ -208,6 +208,11 @@ pub trait Store: Send + Sync + 'static {
     /// it, or grants it for `lease_ms` (after which a crashed owner no longer blocks it, I8).
     async fn claim(&self, api_key_id: &str, key: &str, now: Timestamp, lease_ms: u64) -> Result<Claim>;
 
+    /// Extends a claim the caller still owns to `now + lease_ms`; false if it no longer owns it.
+    /// The owner renews while it works, so a short lease frees a crashed owner's keys quickly
+    /// without ever overtaking a live request (I8).
+    async fn renew(&self, token: &ClaimToken, now: Timestamp, lease_ms: u64) -> Result<bool>;
+
     /// Gives a claim back. Releasing a token that no longer owns the key does nothing.
     async fn release(&self, token: &ClaimToken);
 
@@ -217,6 +222,34 @@ pub trait Store: Send + Sync + 'static {
 
     /// Deletes up to `batch_max` replies that expired before `now`; returns how many (I10).
     async fn purge_replies(&self, now: Timestamp, batch_max: usize) -> Result<usize>;
+
+    /// Objects of `kind` in `scope` whose `seq` (the store's insertion order, the same position
+    /// list cursors use) is greater than `after_seq`, **oldest first** (ascending `seq`), at most
+    /// `limit`, each with its `seq`. This is how the webhook worker reads the event outbox
+    /// (SPEC E4, W2) from a per-endpoint cursor.
+    ///
+    /// Contract the worker relies on: the answer is a gap-free prefix in commit order. Once an
+    /// object with `seq = n` has been returned, no object of the kind with `seq < n` may become
+    /// visible later, or a cursor that moved past `n` would skip it. SQLite has one writer, so
+    /// `seq` order is commit order. PostgreSQL allocates sequence values before commit, so a
+    /// transaction holding a smaller `seq` can commit after a larger one: there, return only rows
+    /// below the oldest sequence value still in flight (for instance, keep a `xid8` column
+    /// `DEFAULT pg_current_xact_id()` and return only rows whose xid is below
+    /// `pg_snapshot_xmin(pg_current_snapshot())`, or serialise inserts of the kind with a lock).
+    /// The default answers an internal error: a backend must implement it to serve webhooks.
+    async fn objects_after(&self, kind: &'static str, scope: &Scope, after_seq: i64, limit: usize) -> Result<Vec<(i64, StoredObject)>> {
+        let _ = (kind, scope, after_seq, limit);
+        Err(Error::internal("objects_after is not implemented by this store"))
+    }
+
+    /// The greatest `seq` of any object of `kind` in `scope`, or 0 when there is none: where a
+    /// new webhook endpoint's outbox cursor starts, so it is sent only later events. A plain
+    /// `MAX(seq)` over committed rows is right on every backend (an event still committing with
+    /// a smaller `seq` began before the endpoint existed). The default answers an internal error.
+    async fn newest_seq(&self, kind: &'static str, scope: &Scope) -> Result<i64> {
+        let _ = (kind, scope);
+        Err(Error::internal("newest_seq is not implemented by this store"))
+    }
 }
 
 /// Wraps a backend failure as a 500 that reveals nothing.

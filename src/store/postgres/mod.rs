@@ -343,6 +343,17 @@ impl Store for PostgresStore {
         }
     }
 
+    async fn renew(&self, token: &ClaimToken, now: Timestamp, lease_ms: u64) -> Result<bool> {
+        let lease_until = now.plus_micros(i64::try_from(lease_ms).unwrap_or(i64::MAX / 1000).saturating_mul(1000));
+        let renewed = self
+            .query(
+                "UPDATE idempotency_claims SET lease_until = $4 WHERE api_key_id = $1 AND key = $2 AND nonce = $3 RETURNING nonce",
+                &[&token.api_key_id, &token.key, &(token.nonce as i64), &lease_until.as_micros()],
+            )
+            .await?;
+        Ok(!renewed.is_empty())
+    }
+
     async fn release(&self, token: &ClaimToken) {
         let nonce = token.nonce as i64;
         let released = self

@@ -37,6 +37,17 @@ impl Claims {
         Some(ClaimToken { api_key_id: api_key_id.to_owned(), key: key.to_owned(), nonce })
     }
 
+    pub fn renew(&self, token: &ClaimToken, now: Timestamp, lease_ms: u64) -> bool {
+        let mut held = self.held.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        match held.get_mut(&(token.api_key_id.clone(), token.key.clone())) {
+            Some(h) if h.nonce == token.nonce => {
+                h.lease_until = Timestamp::from_micros(now.as_micros().saturating_add((lease_ms as i64).saturating_mul(1000)));
+                true
+            }
+            _ => false,
+        }
+    }
+
     pub fn release(&self, token: &ClaimToken) {
         let mut held = self.held.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let slot = (token.api_key_id.clone(), token.key.clone());

@@ -367,6 +367,10 @@ impl Store for SqliteStore {
         }
     }
 
+    async fn renew(&self, token: &ClaimToken, now: Timestamp, lease_ms: u64) -> Result<bool> {
+        Ok(self.claims.renew(token, now, lease_ms))
+    }
+
     async fn release(&self, token: &ClaimToken) {
         self.claims.release(token);
     }
@@ -383,6 +387,27 @@ impl Store for SqliteStore {
                 Ok((scope, stored_object(row)?))
             })?;
             rows.collect()
+        })
+    }
+
+    async fn objects_after(&self, kind: &'static str, scope: &Scope, after_seq: i64, limit: usize) -> Result<Vec<(i64, StoredObject)>> {
+        // One writer: `seq` order is commit order, so this is always a gap-free prefix.
+        self.read(|conn| {
+            let mut st = conn.prepare_cached(
+                "SELECT id, parent_id, version, doc, seq FROM objects
+                 WHERE org_id = ?1 AND live_mode = ?2 AND kind = ?3 AND seq > ?4 ORDER BY seq LIMIT ?5",
+            )?;
+            let rows = st.query_map(params![scope.organization_id, scope.live_mode, kind, after_seq, limit as i64], |row| {
+                Ok((row.get::<_, i64>(4)?, stored_object(row)?))
+            })?;
+            rows.collect()
+        })
+    }
+
+    async fn newest_seq(&self, kind: &'static str, scope: &Scope) -> Result<i64> {
+        self.read(|conn| {
+            conn.prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM objects WHERE org_id = ?1 AND live_mode = ?2 AND kind = ?3")?
+                .query_row(params![scope.organization_id, scope.live_mode, kind], |row| row.get(0))
         })
     }
 

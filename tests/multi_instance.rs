@@ -1,0 +1,187 @@
+//! Several Payrail instances on one PostgreSQL database (SPEC I9, S2, A5): the guarantees hold
+//! across servers because the database decides them.
+//!
+//! These tests need PostgreSQL: they run in the suite's PostgreSQL pass
+//! (`PAYRAIL_TEST_DATABASE_URL`, set by `scripts/test`). In the SQLite pass `scripts/test` sets
+//! `PAYRAIL_TEST_STORE=sqlite`, and they say so and return; run without either, they fail.
+
+mod common;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{TestServer, json, on_postgres, test_database_url};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, ServerName};
+use serde_json::json;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+/// True if PostgreSQL is configured; false (with a note) in the suite's SQLite pass.
+fn postgres_or_sqlite_pass(test: &str) -> bool {
+    if on_postgres() {
+        return true;
+    }
+    assert_eq!(
+        std::env::var("PAYRAIL_TEST_STORE").as_deref(),
+        Ok("sqlite"),
+        "{test} needs PostgreSQL: set PAYRAIL_TEST_DATABASE_URL (scripts/test does)"
+    );
+    eprintln!("{test}: runs in the PostgreSQL pass of scripts/test, not in the SQLite pass");
+    false
+}
+
+/// Two servers on one database.
+async fn pair() -> (TestServer, TestServer) {
+    let a = TestServer::start().await;
+    let url = test_database_url(a.dir.path()).await.expect("a PostgreSQL database");
+    let b = TestServer::start_with(|c| c.database_url = Some(url)).await;
+    (a, b)
+}
+
+/// Opens a TLS connection and sends a POST's headers and half its body, holding the rest.
+async fn slow_upload(server: &TestServer, secret: &str, idempotency_key: &str, body: &str) -> tokio_rustls::client::TlsStream<TcpStream> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&server.cert_pem) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let tcp = TcpStream::connect(server.addr).await.unwrap();
+    let mut tls = connector.connect(ServerName::try_from("localhost").unwrap(), tcp).await.unwrap();
+    let auth = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, format!("x-api-key:{secret}"));
+    let head = format!(
+        "POST /api/counterparties HTTP/1.1\r\nHost: localhost\r\nAuthorization: Basic {auth}\r\nContent-Type: application/json\r\nIdempotency-Key: {idempotency_key}\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    tls.write_all(head.as_bytes()).await.unwrap();
+    tls.write_all(&body.as_bytes()[..body.len() / 2]).await.unwrap();
+    tls.flush().await.unwrap();
+    tls
+}
+
+#[tokio::test]
+async fn i9_duplicates_across_instances_create_exactly_one() {
+    if !postgres_or_sqlite_pass("i9_duplicates_across_instances_create_exactly_one") {
+        return;
+    }
+    let (a, b) = pair().await;
+    let key = a.key().await;
+    let body = json!({"name": "Once Only"});
+    let requests = (0..64).map(|i| {
+        let server = if i % 2 == 0 { &a } else { &b };
+        let request = server.post("/api/counterparties", &key, &body).header("Idempotency-Key", "across-instances");
+        tokio::spawn(async move {
+            let response = request.send().await.unwrap();
+            (response.status().as_u16(), response.bytes().await.unwrap())
+        })
+    });
+    let mut created = HashSet::new();
+    let (mut ok, mut conflicts) = (0, 0);
+    for request in requests.collect::<Vec<_>>() {
+        let (status, bytes) = request.await.unwrap();
+        match status {
+            201 => {
+                ok += 1;
+                created.insert(bytes);
+            }
+            409 => conflicts += 1,
+            other => panic!("unexpected {other}: {}", String::from_utf8_lossy(&bytes)),
+        }
+    }
+    eprintln!("64 duplicates over 2 instances: {ok} answered 201 (one body), {conflicts} answered 409");
+    assert_eq!(created.len(), 1, "every 201 carries the same body");
+    let (_, listed) = json(a.get("/api/counterparties", &key).send().await.unwrap()).await;
+    assert_eq!(listed.as_array().unwrap().len(), 1, "exactly one counterparty was created");
+    let original = created.into_iter().next().unwrap();
+    for server in [&a, &b] {
+        let replay = server.post("/api/counterparties", &key, &body).header("Idempotency-Key", "across-instances").send().await.unwrap();
+        assert_eq!(replay.headers()["idempotent-replayed"], "true");
+        assert_eq!(replay.bytes().await.unwrap(), original, "the replay is byte-identical on either instance");
+    }
+}
+
+#[tokio::test]
+async fn i9_in_flight_on_one_instance_is_409_on_the_other() {
+    if !postgres_or_sqlite_pass("i9_in_flight_on_one_instance_is_409_on_the_other") {
+        return;
+    }
+    let (a, b) = pair().await;
+    let key = a.key().await;
+    let body = r#"{"name":"Slow Upload Ltd"}"#;
+    let mut upload = slow_upload(&a, &key.secret, "slow-key", body).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let response = b.post("/api/counterparties", &key, &json!({"name": "Other"})).header("Idempotency-Key", "slow-key").send().await.unwrap();
+    assert_eq!(response.status(), 409);
+    assert!(response.headers().contains_key("retry-after"));
+    let (_, error) = json(response).await;
+    assert_eq!(error["errors"]["parameter"], "Idempotency-Key");
+    upload.write_all(&body.as_bytes()[body.len() / 2..]).await.unwrap();
+    upload.flush().await.unwrap();
+    // Once A has answered, B replays A's reply.
+    let mut replayed = None;
+    for _ in 0..100 {
+        let response = b.post("/api/counterparties", &key, &json!({"name": "Other"})).header("Idempotency-Key", "slow-key").send().await.unwrap();
+        if response.status() == 201 {
+            replayed = Some(json(response).await.1);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(replayed.expect("B eventually replays A's reply")["name"], "Slow Upload Ltd");
+}
+
+#[tokio::test]
+async fn a5_revocation_is_seen_by_every_instance_at_once() {
+    if !postgres_or_sqlite_pass("a5_revocation_is_seen_by_every_instance_at_once") {
+        return;
+    }
+    let (a, b) = pair().await;
+    let key = a.key().await;
+    for server in [&a, &b] {
+        assert_eq!(server.get("/api/ping", &key).send().await.unwrap().status(), 200);
+    }
+    payrail::domain::keys::revoke(a.store.as_ref(), a.clock.as_ref(), &key.id).await.unwrap();
+    for server in [&a, &b] {
+        assert_eq!(server.get("/api/ping", &key).send().await.unwrap().status(), 401);
+    }
+}
+
+#[tokio::test]
+async fn e3_concurrent_cancels_from_two_instances_make_one_transition() {
+    if !postgres_or_sqlite_pass("e3_concurrent_cancels_from_two_instances_make_one_transition") {
+        return;
+    }
+    let (a, b) = pair().await;
+    let key = a.key().await;
+    let (_, account) = json(a.post("/api/internal_accounts", &key, &json!({"name": "Ops", "currency": "USD"})).send().await.unwrap()).await;
+    let (_, counterparty) = json(
+        a.post("/api/counterparties", &key, &json!({"name": "V", "accounts": [{"account_details": [{"account_number": "1234"}]}]}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    let order = json!({"type": "ach", "amount": 10, "direction": "credit", "originating_account_id": account["id"],
+        "receiving_account_id": counterparty["accounts"][0]["id"]});
+    let (_, created) = json(a.post("/api/payment_orders", &key, &order).send().await.unwrap()).await;
+    let id = created["id"].as_str().unwrap().to_owned();
+    let patches = (0..16).map(|i| {
+        let server = if i % 2 == 0 { &a } else { &b };
+        let body = if i % 4 == 0 { json!({"status": "cancelled"}) } else { json!({"metadata": {"n": i.to_string()}}) };
+        let request = server.patch(&format!("/api/payment_orders/{id}"), &key, &body);
+        tokio::spawn(async move { request.send().await.unwrap().status().as_u16() })
+    });
+    for patch in patches.collect::<Vec<_>>() {
+        let status = patch.await.unwrap();
+        assert!(status == 200 || status == 422, "an edit after the cancel is refused, never lost or 500: {status}");
+    }
+    let (_, events) = json(a.get(&format!("/api/events?entity_id={id}&event_name=cancelled"), &key).send().await.unwrap()).await;
+    assert_eq!(events.as_array().unwrap().len(), 1);
+}
