@@ -8,7 +8,7 @@ use super::common::{Stamp, new_id, nullable};
 use super::external_account::{self, ExternalAccountInput};
 use super::listing::{self, ListedPage, PageSpec};
 use super::time::Timestamp;
-use super::validate::{self, Metadata, TEXT_LEN_MAX};
+use super::validate::{self, Metadata, MetadataPatch, TEXT_LEN_MAX};
 use super::{Commit, Ctx, event, retry_on_conflict};
 use crate::error::{Error, Result};
 use crate::store::{Filter, ObjectRecord, StoredObject, Term, Write, WriteBatch};
@@ -56,7 +56,7 @@ pub struct CounterpartyPatch {
     pub email: Option<String>,
     #[serde(default, deserialize_with = "nullable")]
     pub external_id: Option<Option<String>>,
-    pub metadata: Option<Metadata>,
+    pub metadata: Option<MetadataPatch>,
     pub send_remittance_advice: Option<bool>,
     pub legal_entity_id: Option<String>,
 }
@@ -131,7 +131,7 @@ impl Counterparty {
             self.external_id = validate::opt_text("external_id", external_id.as_deref(), TEXT_LEN_MAX)?;
         }
         if let Some(metadata) = &patch.metadata {
-            self.metadata = validate::metadata("metadata", Some(metadata))?;
+            self.metadata = validate::merge_metadata("metadata", &self.metadata, metadata)?;
         }
         if let Some(send) = patch.send_remittance_advice {
             self.send_remittance_advice = send;
@@ -241,11 +241,16 @@ pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &Counte
     .await
 }
 
-/// Deletes the counterparty and its accounts; the `deleted` event carries both as they were.
+/// Deletes the counterparty and its accounts, with a `deleted` event for each of them.
 pub async fn delete(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str) -> Result<()> {
     let stored = ctx.store.get(KIND, ctx.scope, id).await?.ok_or_else(|| Error::not_found("counterparty"))?;
     let last = render(ctx, std::slice::from_ref(&stored)).await?.remove(0);
     let mut batch = WriteBatch::new();
+    for account in ctx.store.children(external_account::KIND, ctx.scope, std::slice::from_ref(&stored.id)).await? {
+        // Each account must still be there at commit, so its event is never a ghost's.
+        batch.push(Write::Delete { kind: external_account::KIND, scope: ctx.scope.clone(), id: account.id.clone() });
+        batch.push(Write::Insert(event::record(ctx.scope, external_account::KIND, "deleted", &account.id, &account.doc, ctx.now)?));
+    }
     batch.push(Write::DeleteChildren { kind: external_account::KIND, scope: ctx.scope.clone(), parent_id: id.to_owned() });
     batch.push(Write::Delete { kind: KIND, scope: ctx.scope.clone(), id: id.to_owned() });
     batch.push(Write::Insert(event::record(ctx.scope, KIND, "deleted", id, &to_json(&last)?, ctx.now)?));

@@ -8,7 +8,7 @@ use super::common::{
 };
 use super::listing::{self, ListedPage, PageSpec};
 use super::time::Timestamp;
-use super::validate::{self, Metadata, TEXT_LEN_MAX};
+use super::validate::{self, Metadata, MetadataPatch, TEXT_LEN_MAX};
 use super::{Commit, Ctx, counterparty, enums, event, retry_on_conflict};
 use crate::error::{Error, Result};
 use crate::store::{Filter, ObjectRecord, StoredObject, Term, Write, WriteBatch};
@@ -67,7 +67,7 @@ pub struct ExternalAccountPatch {
     pub account_type: Option<String>,
     #[serde(default, deserialize_with = "nullable")]
     pub counterparty_id: Option<Option<String>>,
-    pub metadata: Option<Metadata>,
+    pub metadata: Option<MetadataPatch>,
     #[serde(default, deserialize_with = "nullable")]
     pub name: Option<Option<String>>,
     pub party_address: Option<AddressInput>,
@@ -155,7 +155,7 @@ impl ExternalAccount {
             self.counterparty_id = cp.as_deref().map(|id| validate::id("counterparty_id", id)).transpose()?;
         }
         if let Some(metadata) = &patch.metadata {
-            self.metadata = validate::metadata("metadata", Some(metadata))?;
+            self.metadata = validate::merge_metadata("metadata", &self.metadata, metadata)?;
         }
         if let Some(name) = &patch.name {
             self.name = validate::opt_text("name", name.as_deref(), TEXT_LEN_MAX)?;

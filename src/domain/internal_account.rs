@@ -13,7 +13,7 @@ use super::api_key::Scope;
 use super::common::{AccountDetail, Address, AddressInput, PARTY_TYPES, RoutingDetail, Stamp, account_detail, new_id, nullable, routing_detail};
 use super::listing::{self, ListedPage, PageSpec};
 use super::time::Timestamp;
-use super::validate::{self, Metadata, TEXT_LEN_MAX};
+use super::validate::{self, Metadata, MetadataPatch, TEXT_LEN_MAX};
 use super::{Commit, Ctx, counterparty, enums, event, retry_on_conflict};
 use crate::error::{Error, Result};
 use crate::store::{Filter, ObjectRecord, StoredObject, Term, Write, WriteBatch};
@@ -109,7 +109,7 @@ pub struct InternalAccountInput {
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct InternalAccountPatch {
     pub name: Option<String>,
-    pub metadata: Option<Metadata>,
+    pub metadata: Option<MetadataPatch>,
     #[serde(default, deserialize_with = "nullable")]
     pub external_id: Option<Option<String>>,
     pub counterparty_id: Option<String>,
@@ -237,7 +237,7 @@ impl InternalAccount {
             self.name = Some(validate::text("name", name, TEXT_LEN_MAX)?);
         }
         if let Some(metadata) = &patch.metadata {
-            self.metadata = validate::metadata("metadata", Some(metadata))?;
+            self.metadata = validate::merge_metadata("metadata", &self.metadata, metadata)?;
         }
         if let Some(external_id) = &patch.external_id {
             self.external_id = validate::opt_text("external_id", external_id.as_deref(), TEXT_LEN_MAX)?;

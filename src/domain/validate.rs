@@ -16,6 +16,8 @@ pub const METADATA_VALUE_LEN_MAX: usize = 500;
 pub const ACCOUNT_NUMBER_LEN_MAX: usize = 34;
 
 pub type Metadata = BTreeMap<String, String>;
+/// Metadata as a PATCH sends it: pairs to set, and pairs to remove (`null` or `""`).
+pub type MetadataPatch = BTreeMap<String, Option<String>>;
 
 /// A free-text field: 1 to `len_max` characters, no control characters.
 pub fn text(param: &str, value: &str, len_max: usize) -> Result<String> {
@@ -73,6 +75,23 @@ pub fn metadata(param: &str, value: Option<&Metadata>) -> Result<Metadata> {
         }
     }
     Ok(map.clone())
+}
+
+/// Merges a PATCH's metadata into `current` as Modern Treasury does: keys given are set, keys
+/// given `null` or `""` are removed, keys not given are kept. The result is checked as a whole.
+pub fn merge_metadata(param: &str, current: &Metadata, patch: &MetadataPatch) -> Result<Metadata> {
+    let mut merged = current.clone();
+    for (key, value) in patch {
+        match value.as_deref() {
+            None | Some("") => {
+                merged.remove(key);
+            }
+            Some(value) => {
+                merged.insert(key.clone(), value.to_owned());
+            }
+        }
+    }
+    metadata(param, Some(&merged))
 }
 
 pub fn email(param: &str, value: &str) -> Result<String> {
@@ -191,6 +210,15 @@ mod tests {
         assert!(matches!(metadata("metadata", Some(&m)), Err(Error::Invalid { parameter, .. }) if parameter == "metadata.k"));
         let many: Metadata = (0..=METADATA_PAIRS_MAX).map(|i| (i.to_string(), String::new())).collect();
         assert!(metadata("metadata", Some(&many)).is_err());
+    }
+
+    #[test]
+    fn metadata_patch_merges_and_removes() {
+        let current: Metadata = [("a", "1"), ("b", "2"), ("c", "3")].into_iter().map(|(k, v)| (k.into(), v.into())).collect();
+        let patch: MetadataPatch =
+            [("b", Some("")), ("c", None), ("d", Some("4"))].into_iter().map(|(k, v)| (k.into(), v.map(str::to_owned))).collect();
+        let merged = merge_metadata("metadata", &current, &patch).unwrap();
+        assert_eq!(merged.into_iter().collect::<Vec<_>>(), vec![("a".into(), "1".into()), ("d".into(), "4".into())]);
     }
 
     #[test]

@@ -262,7 +262,12 @@ async fn run_gated(state: AppState, request: Request, next: Next, claim: Option<
         Ok(joined) => joined.unwrap_or_else(|_| Error::internal("handler panicked").into_response()),
         // Too late to abandon: the work is committing, so its answer is the truth.
         Err(_) if !gate.abandon() => task.await.unwrap_or_else(|_| Error::internal("handler panicked").into_response()),
-        Err(_) => timed_out().into_response(),
+        // Abandoned before committing: stop the work now, which frees its key (I5) and drops
+        // the request body so the connection can close.
+        Err(_) => {
+            task.abort();
+            timed_out().into_response()
+        }
     };
     drop(abandon_on_drop);
     response

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::common::{AddressInput, nullable};
 use super::external_account::ExternalAccountInput;
 use super::time::Timestamp;
-use super::validate::Metadata;
+use super::validate::{Metadata, MetadataPatch};
 use crate::store::Term;
 use status::Status;
 
@@ -197,7 +197,7 @@ pub struct PaymentOrderPatch {
     pub remittance_information: Option<Option<String>>,
     #[serde(default, deserialize_with = "nullable")]
     pub purpose: Option<Option<String>>,
-    pub metadata: Option<Metadata>,
+    pub metadata: Option<MetadataPatch>,
     #[serde(default, deserialize_with = "nullable")]
     pub external_id: Option<Option<String>>,
     #[serde(default, deserialize_with = "nullable")]

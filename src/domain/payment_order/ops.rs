@@ -398,7 +398,7 @@ fn apply_edits(order: &mut PaymentOrder, patch: &PaymentOrderPatch) -> Result<()
         order.purpose = text("purpose", value, TEXT_LEN_MAX)?;
     }
     if let Some(value) = &patch.metadata {
-        order.metadata = validate::metadata("metadata", Some(value))?;
+        order.metadata = validate::merge_metadata("metadata", &order.metadata, value)?;
     }
     if let Some(value) = &patch.external_id {
         order.external_id = text("external_id", value, TEXT_LEN_MAX)?;
