@@ -33,6 +33,10 @@ pub struct Config {
     /// How long a client has to complete the TLS handshake and send its first bytes.
     pub handshake_timeout_ms: u64,
     pub connections_max: usize,
+    /// Requests per second each API key may make (token bucket); 0 turns limiting off.
+    pub rate_limit_per_sec: u32,
+    /// Requests a key may make at once above its rate.
+    pub rate_limit_burst: u32,
     /// How long a successful reply is kept for replay (SPEC I3: 24 hours).
     pub idempotency_ttl_secs: i64,
     /// How long an in-flight claim survives an owner that vanished (SPEC I8). A live owner
@@ -43,6 +47,27 @@ pub struct Config {
     /// Time the sandbox bank waits between the steps of a sandbox payment order; 0 moves them
     /// as fast as it can (tests). Live orders are never moved.
     pub sandbox_step_ms: u64,
+    /// Send webhooks to private, shared, link-local and unique-local addresses (10/8,
+    /// 172.16/12, 192.168/16, 100.64/10, 169.254/16, fc00::/7, fe80::/10, 0.0.0.0); off by
+    /// default (server-side request forgery guard). Loopback is always allowed.
+    pub webhooks_allow_private: bool,
+    /// How often the webhook worker looks for new events and due deliveries.
+    pub webhook_poll_ms: u64,
+    /// How long a receiver has to answer a webhook before the attempt counts as failed (W3: 5 s).
+    pub webhook_timeout_ms: u64,
+    /// How long a claimed delivery is reserved for the instance sending it (at least twice the
+    /// timeout); a crashed sender's deliveries are due again after it.
+    pub webhook_lease_ms: u64,
+    /// The first retry waits between half of this and this; each next one twice as long.
+    pub webhook_retry_base_ms: u64,
+    /// Longest wait between two attempts.
+    pub webhook_retry_max_ms: u64,
+    /// How long a failing delivery is retried before it is marked `failed` (W3: days).
+    pub webhook_retry_window_secs: i64,
+    /// Webhook sends in flight in this instance at most.
+    pub webhook_in_flight_max: usize,
+    /// Webhook sends in flight to one endpoint at most (in this instance).
+    pub webhook_endpoint_in_flight_max: usize,
     pub clock: Arc<dyn Clock>,
 }
 
@@ -63,10 +88,21 @@ impl Default for Config {
             request_timeout_ms: 30_000,
             handshake_timeout_ms: 10_000,
             connections_max: 4096,
+            rate_limit_per_sec: 0,
+            rate_limit_burst: 100,
             idempotency_ttl_secs: 24 * 60 * 60,
             idempotency_lease_ms: 10_000,
             idempotency_strict: false,
             sandbox_step_ms: 2_000,
+            webhooks_allow_private: false,
+            webhook_poll_ms: 250,
+            webhook_timeout_ms: 5_000,
+            webhook_lease_ms: 30_000,
+            webhook_retry_base_ms: 5_000,
+            webhook_retry_max_ms: 3_600_000,
+            webhook_retry_window_secs: 3 * 24 * 60 * 60,
+            webhook_in_flight_max: 32,
+            webhook_endpoint_in_flight_max: 4,
             clock: Arc::new(SystemClock),
         }
     }

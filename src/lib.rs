@@ -12,6 +12,7 @@ pub mod error;
 pub mod http;
 pub mod sandbox;
 pub mod store;
+pub mod webhooks;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -110,6 +111,7 @@ pub async fn launch(config: Config, listener: TcpListener, shutdown: impl Future
         clock: config.clock.clone(),
         config: config.clone(),
         metrics: Arc::default(),
+        rate_limiter: Arc::new(http::rate_limit::RateLimiter::new(config.rate_limit_per_sec, config.rate_limit_burst)),
     };
     let (tls, cert_path) = if config.plain_http {
         tracing::warn!("serving plain HTTP: only do this behind a proxy that terminates TLS (SPEC T3)");
@@ -127,6 +129,7 @@ pub async fn launch(config: Config, listener: TcpListener, shutdown: impl Future
     let admin_addr = start_admin(&config, state.clone(), stop_rx.clone()).await?;
     tokio::spawn(purge_replies(state.clone(), stop_rx.clone()));
     tokio::spawn(sandbox::run(state.clone(), stop_rx.clone()));
+    let webhook_worker = tokio::spawn(webhooks::run(state.clone(), stop_rx.clone()));
     let local_addr = listener.local_addr()?;
     let options = ListenerOptions {
         tls,
@@ -137,6 +140,8 @@ pub async fn launch(config: Config, listener: TcpListener, shutdown: impl Future
     tracing::info!(%local_addr, scheme = if options.tls.is_some() { "https" } else { "http" }, "payrail is serving");
     let task = tokio::spawn(async move {
         http::serve::serve(listener, app, options, stopped(stop_rx)).await;
+        // Sends in flight finish and record their outcome before the database is let go.
+        let _ = webhook_worker.await;
         drop(lock);
         tracing::info!("payrail stopped");
     });

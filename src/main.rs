@@ -44,6 +44,11 @@ enum Command {
         #[command(subcommand)]
         command: KeysCommand,
     },
+    /// Manage webhook endpoints (works beside a running server).
+    Webhooks {
+        #[command(subcommand)]
+        command: WebhooksCommand,
+    },
     /// Apply database migrations and exit.
     Migrate,
 }
@@ -75,9 +80,69 @@ struct ServeArgs {
     /// Time between the sandbox bank's steps on a sandbox payment order, in milliseconds.
     #[arg(long, env = "PAYRAIL_SANDBOX_STEP_MS", default_value_t = 2_000)]
     sandbox_step_ms: u64,
+    /// Requests per second each API key may make; 0 turns rate limiting off.
+    #[arg(long, env = "PAYRAIL_RATE_LIMIT_PER_SEC", default_value_t = 0)]
+    rate_limit_per_sec: u32,
+    /// Requests a key may make in a burst above its rate.
+    #[arg(long, env = "PAYRAIL_RATE_LIMIT_BURST", default_value_t = 100)]
+    rate_limit_burst: u32,
     /// Most connections open at once.
     #[arg(long, env = "PAYRAIL_CONNECTIONS_MAX", default_value_t = 4096)]
     connections_max: usize,
+    #[command(flatten)]
+    webhooks: WebhookArgs,
+}
+
+/// How webhooks are sent.
+#[derive(Args)]
+struct WebhookArgs {
+    /// Allow webhook URLs on private and link-local networks (10/8, 172.16/12, 192.168/16,
+    /// 169.254/16, fc00::/7, fe80::/10...). Loopback is always allowed.
+    #[arg(long, env = "PAYRAIL_WEBHOOKS_ALLOW_PRIVATE")]
+    webhooks_allow_private: bool,
+    /// How often the webhook worker looks for new events and due retries, in milliseconds.
+    #[arg(long, env = "PAYRAIL_WEBHOOK_POLL_MS", default_value_t = 250)]
+    webhook_poll_ms: u64,
+    /// How long a receiver has to answer, in milliseconds.
+    #[arg(long, env = "PAYRAIL_WEBHOOK_TIMEOUT_MS", default_value_t = 5_000)]
+    webhook_timeout_ms: u64,
+    /// The first retry waits between half of this and this, in milliseconds; then it doubles.
+    #[arg(long, env = "PAYRAIL_WEBHOOK_RETRY_BASE_MS", default_value_t = 5_000)]
+    webhook_retry_base_ms: u64,
+    /// Longest wait between two attempts, in milliseconds.
+    #[arg(long, env = "PAYRAIL_WEBHOOK_RETRY_MAX_MS", default_value_t = 3_600_000)]
+    webhook_retry_max_ms: u64,
+    /// How long a failing delivery is retried before it is marked failed: 90s, 15m, 24h, 3d.
+    #[arg(long, env = "PAYRAIL_WEBHOOK_RETRY_WINDOW", default_value = "3d")]
+    webhook_retry_window: String,
+}
+
+#[derive(Subcommand)]
+enum WebhooksCommand {
+    /// Create an endpoint; prints its signing secret once, alone on the last line.
+    Create {
+        #[arg(long)]
+        url: String,
+        /// Send only these events (repeatable): `completed` or `payment_order.completed`.
+        #[arg(long = "event")]
+        events: Vec<String>,
+        #[arg(long, default_value = "sandbox")]
+        mode: String,
+        #[arg(long, default_value = "default")]
+        org: String,
+        /// Accept a URL on a private network (the server needs the same flag to send there).
+        #[arg(long, env = "PAYRAIL_WEBHOOKS_ALLOW_PRIVATE")]
+        webhooks_allow_private: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List endpoints of every organization and mode (never their secrets).
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete an endpoint and its deliveries.
+    Delete { id: String },
 }
 
 #[derive(Subcommand)]
@@ -150,6 +215,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             println!("migrations applied to {}", config.database_url());
             Ok(())
         }
+        Command::Webhooks { command } => {
+            config.admin_listen = None;
+            let store = payrail::connect_store(&config).await?;
+            run_webhooks(store.as_ref(), command).await
+        }
         Command::Keys { command } => {
             config.admin_listen = None;
             let store = payrail::connect_store(&config).await?;
@@ -173,6 +243,16 @@ async fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
     config.request_timeout_ms = args.request_timeout_ms;
     config.connections_max = args.connections_max;
     config.sandbox_step_ms = args.sandbox_step_ms;
+    config.rate_limit_per_sec = args.rate_limit_per_sec;
+    config.rate_limit_burst = args.rate_limit_burst;
+    let hooks = args.webhooks;
+    config.webhooks_allow_private = hooks.webhooks_allow_private;
+    config.webhook_poll_ms = hooks.webhook_poll_ms;
+    config.webhook_timeout_ms = hooks.webhook_timeout_ms;
+    config.webhook_retry_base_ms = hooks.webhook_retry_base_ms;
+    config.webhook_retry_max_ms = hooks.webhook_retry_max_ms;
+    config.webhook_retry_window_secs = keys::parse_duration_secs(&hooks.webhook_retry_window)
+        .map_err(|_| anyhow::anyhow!("--webhook-retry-window: a duration such as 3d, 24h or 90s"))?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|err| anyhow::anyhow!("cannot listen on {}: {err}", args.listen))?;
@@ -201,6 +281,56 @@ async fn shutdown_signal() {
         () = term => {}
     }
     tracing::info!("shutting down: finishing requests in flight");
+}
+
+async fn run_webhooks(store: &dyn payrail::store::Store, command: WebhooksCommand) -> anyhow::Result<()> {
+    use payrail::domain::time::Clock;
+    use payrail::domain::webhook::{self, EndpointInput, UrlPolicy};
+    let now = SystemClock.now();
+    match command {
+        WebhooksCommand::Create { url, events, mode, org, webhooks_allow_private, json } => {
+            let mode = Mode::parse(&mode).map_err(|_| anyhow::anyhow!("--mode must be sandbox or live"))?;
+            let input = EndpointInput { url: Some(url), event_names: Some(events) };
+            let policy = UrlPolicy { allow_private: webhooks_allow_private };
+            let reply = webhook::create_for(store, now, &org, mode, &input, &policy).await.map_err(cli_error)?;
+            let mut created: serde_json::Value = serde_json::from_str(&reply)?;
+            created["organization_id"] = json!(org);
+            if json {
+                println!("{created}");
+            } else {
+                let mode = if mode.is_live() { "live" } else { "sandbox" };
+                println!("created webhook endpoint {} ({mode}, organization {org}) for {}", created["id"].as_str().unwrap_or(""), created["url"].as_str().unwrap_or(""));
+                println!("the signing secret is shown once, now; store it safely:");
+                println!("{}", created["secret"].as_str().unwrap_or(""));
+            }
+        }
+        WebhooksCommand::List { json } => {
+            let all = webhook::list_all(store).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&all)?);
+            } else {
+                println!("{:<36}  {:<8}  {:<16}  {:<27}  {:<30}  URL", "ID", "MODE", "ORGANIZATION", "CREATED", "EVENTS");
+                for e in &all {
+                    let mode = if e.live_mode { "live" } else { "sandbox" };
+                    let events = if e.event_names.is_empty() { "*".to_owned() } else { e.event_names.join(",") };
+                    println!("{:<36}  {mode:<8}  {:<16}  {:<27}  {events:<30}  {}", e.id, e.organization_id, e.created_at.to_string(), e.url);
+                }
+            }
+        }
+        WebhooksCommand::Delete { id } => {
+            let deleted = webhook::delete_by_id(store, now, &id).await?;
+            println!("deleted webhook endpoint {} ({})", deleted.id, deleted.url);
+        }
+    }
+    Ok(())
+}
+
+/// A domain error in the command line's words: a 422 names the flag it is about.
+fn cli_error(err: payrail::error::Error) -> anyhow::Error {
+    match err {
+        payrail::error::Error::Invalid { parameter, message, .. } => anyhow::anyhow!("--{}: {message}", parameter.replace('_', "-")),
+        other => anyhow::anyhow!(other),
+    }
 }
 
 async fn run_keys(store: &dyn payrail::store::Store, command: KeysCommand) -> anyhow::Result<()> {

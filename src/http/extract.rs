@@ -52,8 +52,42 @@ fn body_error(rejection: BytesRejection, limit_bytes: usize) -> Error {
     }
 }
 
+/// Deepest nesting of arrays and objects a body may have; real requests need 4 or 5.
+pub const JSON_DEPTH_MAX: usize = 32;
+
+/// Whether the JSON text nests deeper than `limit` (strings are skipped, escapes honoured).
+fn nests_deeper_than(bytes: &[u8], limit: usize) -> bool {
+    let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+    for &b in bytes {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > limit {
+                    return true;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
+}
+
 /// Parses JSON text: 400 if it is not JSON, 422 naming the field if it does not fit `T`.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
+    if nests_deeper_than(bytes, JSON_DEPTH_MAX) {
+        return Err(Error::bad_request("malformed_json", format!("The request body nests deeper than {JSON_DEPTH_MAX} levels."), None));
+    }
     let value: serde_json::Value = serde_json::from_slice(if bytes.is_empty() { b"{}" } else { bytes })
         .map_err(|err| Error::bad_request("malformed_json", format!("The request body is not valid JSON: {err}."), None))?;
     if !value.is_object() {
@@ -145,6 +179,14 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(parse_json::<Input>(br#"{"name":"a","unknown":true}"#).is_ok());
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_before_parsing() {
+        let deep = format!("{}{}", "[".repeat(JSON_DEPTH_MAX + 1), "]".repeat(JSON_DEPTH_MAX + 1));
+        assert!(nests_deeper_than(deep.as_bytes(), JSON_DEPTH_MAX));
+        assert!(!nests_deeper_than(br#"{"a":"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\"[["}"#, 2));
+        assert!(matches!(parse_json::<serde_json::Value>(deep.as_bytes()), Err(Error::BadRequest { .. })));
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod extract;
 pub mod idempotency;
 pub mod metrics;
 pub mod pagination;
+pub mod rate_limit;
 pub mod serve;
 pub mod tls;
 
@@ -32,6 +33,7 @@ pub struct AppState {
     pub clock: Arc<dyn Clock>,
     pub config: Arc<Config>,
     pub metrics: Arc<metrics::Metrics>,
+    pub rate_limiter: Arc<rate_limit::RateLimiter>,
 }
 
 impl AppState {
@@ -49,6 +51,7 @@ pub fn router(state: AppState) -> Router {
         .fallback(api_not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(state.clone(), idempotency::layer))
+        .layer(middleware::from_fn_with_state(state.clone(), rate_limit::limit))
         .layer(middleware::from_fn_with_state(state.clone(), auth::require_api_key));
     Router::new()
         .nest("/api", api)

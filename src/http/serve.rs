@@ -16,6 +16,13 @@ use tower::ServiceExt;
 
 /// The first byte of every TLS connection: a handshake record.
 const TLS_HANDSHAKE_RECORD: u8 = 0x16;
+/// How long a client may take to send a request's headers.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Most header lines in one request.
+const HEADERS_MAX: usize = 64;
+/// Read buffer for a request head, in bytes: heads much larger than this are refused with 431
+/// (hyper may read one buffer past it before it checks, so the hard bound is a few times this).
+const HEADER_BYTES_MAX: usize = 16 * 1024;
 /// How long in-flight requests get to finish after shutdown begins.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -78,8 +85,10 @@ where
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| app.clone().oneshot(request));
     let connection = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
-        .header_read_timeout(Duration::from_secs(30))
-        .max_buf_size(64 * 1024)
+        // Slow senders of headers are cut off; large or numerous headers are refused (431).
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .max_headers(HEADERS_MAX)
+        .max_buf_size(HEADER_BYTES_MAX)
         .serve_connection(io, service);
     if let Err(err) = watcher.watch(connection).await {
         tracing::debug!(%err, "connection ended with an error");
