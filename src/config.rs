@@ -64,6 +64,8 @@ pub struct Config {
     pub webhook_retry_max_ms: u64,
     /// How long a failing delivery is retried before it is marked `failed` (W3: days).
     pub webhook_retry_window_secs: i64,
+    /// How long finished (delivered or failed) deliveries stay listable before they are purged.
+    pub webhook_delivery_retention_secs: i64,
     /// Webhook sends in flight in this instance at most.
     pub webhook_in_flight_max: usize,
     /// Webhook sends in flight to one endpoint at most (in this instance).
@@ -101,6 +103,7 @@ impl Default for Config {
             webhook_retry_base_ms: 5_000,
             webhook_retry_max_ms: 3_600_000,
             webhook_retry_window_secs: 3 * 24 * 60 * 60,
+            webhook_delivery_retention_secs: 30 * 24 * 60 * 60,
             webhook_in_flight_max: 32,
             webhook_endpoint_in_flight_max: 4,
             clock: Arc::new(SystemClock),

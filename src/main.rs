@@ -149,27 +149,27 @@ enum WebhooksCommand {
 enum KeysCommand {
     /// Create a key; prints the secret once, alone on the last line.
     Create {
-        #[arg(long)]
+        #[arg(long, env = "PAYRAIL_NAME")]
         name: String,
-        #[arg(long, default_value = "sandbox")]
+        #[arg(long, env = "PAYRAIL_MODE", default_value = "sandbox")]
         mode: String,
-        #[arg(long, default_value = "default")]
+        #[arg(long, env = "PAYRAIL_ORG", default_value = "default")]
         org: String,
-        #[arg(long)]
+        #[arg(long, env = "PAYRAIL_JSON")]
         json: bool,
     },
     /// List keys (never their secrets).
     List {
-        #[arg(long)]
+        #[arg(long, env = "PAYRAIL_JSON")]
         json: bool,
     },
     /// Issue a successor; the old key expires after the grace period.
     Roll {
         id: String,
         /// How long the old key keeps working: 90s, 15m, 24h, 7d.
-        #[arg(long, default_value = "24h")]
+        #[arg(long, env = "PAYRAIL_GRACE", default_value = "24h")]
         grace: String,
-        #[arg(long)]
+        #[arg(long, env = "PAYRAIL_JSON")]
         json: bool,
     },
     /// Revoke a key at once.
@@ -198,7 +198,9 @@ fn main() -> ExitCode {
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("payrail=info,warn"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    // Colour only for a person at a terminal, never in files or log collectors.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -328,7 +330,10 @@ async fn run_webhooks(store: &dyn payrail::store::Store, command: WebhooksComman
 /// A domain error in the command line's words: a 422 names the flag it is about.
 fn cli_error(err: payrail::error::Error) -> anyhow::Error {
     match err {
-        payrail::error::Error::Invalid { parameter, message, .. } => anyhow::anyhow!("--{}: {message}", parameter.replace('_', "-")),
+        payrail::error::Error::Invalid { parameter, message, .. } => {
+            let flag = if parameter.starts_with("event_names") { "event".to_owned() } else { parameter.replace('_', "-") };
+            anyhow::anyhow!("--{flag}: {message}")
+        }
         other => anyhow::anyhow!(other),
     }
 }

@@ -7,6 +7,7 @@ mod external_accounts;
 mod internal_accounts;
 mod payment_orders;
 mod ping;
+mod webhook_endpoints;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -41,6 +42,11 @@ pub fn routes() -> Router<AppState> {
         .route("/payment_orders/{id}", get(payment_orders::retrieve).patch(payment_orders::update))
         .route("/events", get(events::list))
         .route("/events/{id}", get(events::retrieve))
+        .route("/webhook_endpoints", get(webhook_endpoints::list).post(webhook_endpoints::create))
+        .route("/webhook_endpoints/{id}", get(webhook_endpoints::retrieve).delete(webhook_endpoints::delete))
+        .route("/webhook_endpoints/{id}/deliveries", get(webhook_endpoints::deliveries))
+        .route("/webhook_endpoints/{id}/deliveries/{delivery_id}", get(webhook_endpoints::delivery))
+        .route("/webhook_endpoints/{id}/deliveries/{delivery_id}/resend", axum::routing::post(webhook_endpoints::resend))
 }
 
 /// The page a list request asks for.

@@ -13,6 +13,8 @@ pub mod listing;
 pub mod payment_order;
 pub mod time;
 pub mod validate;
+pub mod webhook;
+pub mod webhook_delivery;
 
 use async_trait::async_trait;
 

@@ -413,6 +413,55 @@ fn loaded(scope: Scope, stored: &StoredObject) -> Result<LoadedEndpoint> {
     Ok(LoadedEndpoint { scope, state_id: stored.id.clone(), version: stored.version, state })
 }
 
+/// `payrail webhooks create`: makes an endpoint for `org` in `mode`; answers the 201 body
+/// (with the secret, shown this once).
+pub async fn create_for(store: &dyn Store, now: Timestamp, org: &str, mode: super::api_key::Mode, input: &EndpointInput, policy: &UrlPolicy) -> Result<String> {
+    super::api_key::validate_org_id(org)?;
+    let scope = Scope { organization_id: org.to_owned(), live_mode: mode.is_live() };
+    let ctx = Ctx { store, scope: &scope, now };
+    create(&ctx, &DirectCommit(store), input, policy).await
+}
+
+/// An endpoint as `payrail webhooks list` shows it: never its secret.
+#[derive(Debug, Clone, Serialize)]
+pub struct EndpointSummary {
+    pub id: String,
+    pub object: &'static str,
+    pub url: String,
+    pub event_names: Vec<String>,
+    pub live_mode: bool,
+    pub organization_id: String,
+    pub created_at: Timestamp,
+}
+
+/// `payrail webhooks list`: every endpoint of every organization and mode, oldest first.
+pub async fn list_all(store: &dyn Store) -> Result<Vec<EndpointSummary>> {
+    let mut all: Vec<EndpointSummary> = load_all(store, crate::webhooks::ENDPOINTS_MAX)
+        .await?
+        .into_iter()
+        .map(|e| EndpointSummary {
+            id: e.state.endpoint_id,
+            object: KIND,
+            url: e.state.url,
+            event_names: e.state.event_names,
+            live_mode: e.scope.live_mode,
+            organization_id: e.scope.organization_id,
+            created_at: e.state.created_at,
+        })
+        .collect();
+    all.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+    Ok(all)
+}
+
+/// `payrail webhooks delete ID`: deletes the endpoint whatever its organization and mode.
+pub async fn delete_by_id(store: &dyn Store, now: Timestamp, id: &str) -> Result<EndpointSummary> {
+    let found = list_all(store).await?.into_iter().find(|e| e.id == id).ok_or_else(|| Error::not_found("webhook endpoint"))?;
+    let scope = Scope { organization_id: found.organization_id.clone(), live_mode: found.live_mode };
+    let ctx = Ctx { store, scope: &scope, now };
+    delete(&ctx, &DirectCommit(store), id).await?;
+    Ok(found)
+}
+
 /// Commits batches straight to the store, for callers with no reply to keep (the CLI).
 pub struct DirectCommit<'a>(pub &'a dyn Store);
 

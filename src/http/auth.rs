@@ -42,8 +42,13 @@ impl<S: Send + Sync> FromRequestParts<S> for Principal {
     }
 }
 
-/// Middleware: authenticates, or answers 401 before routing (so unknown paths say 401, not 404).
+/// Middleware: authenticates every request under `/api`, or answers 401 before routing (so
+/// unknown paths say 401, not 404). Other paths pass through to their 404.
 pub async fn require_api_key(State(state): State<AppState>, mut request: Request, next: Next) -> Result<Response, Error> {
+    let path = request.uri().path();
+    if path != "/api" && !path.starts_with("/api/") {
+        return Ok(next.run(request).await);
+    }
     let key = authenticate(&state, request.headers()).await?;
     request.extensions_mut().insert(Principal { key });
     Ok(next.run(request).await)

@@ -43,7 +43,7 @@ impl AppState {
     }
 }
 
-/// The API router: `/api/*` behind authentication, nothing else served.
+/// The API router: `/api` and everything under it behind authentication, nothing else served.
 pub fn router(state: AppState) -> Router {
     let limit = state.config.body_limit_bytes;
     let api = crate::api::routes()
@@ -51,11 +51,13 @@ pub fn router(state: AppState) -> Router {
         .fallback(api_not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(middleware::from_fn_with_state(state.clone(), idempotency::layer))
-        .layer(middleware::from_fn_with_state(state.clone(), rate_limit::limit))
-        .layer(middleware::from_fn_with_state(state.clone(), auth::require_api_key));
+        .layer(middleware::from_fn_with_state(state.clone(), rate_limit::limit));
     Router::new()
         .nest("/api", api)
         .fallback(not_found)
+        // Outside the router, so every path under /api (unknown ones, `/api/` itself) answers
+        // 401 before anything can answer 404 (SPEC A2).
+        .layer(middleware::from_fn_with_state(state.clone(), auth::require_api_key))
         .layer(middleware::from_fn_with_state(state.clone(), metrics::track))
         .layer(DefaultBodyLimit::max(limit))
         .layer(Extension(extract::BodyLimit(limit)))

@@ -223,33 +223,20 @@ pub trait Store: Send + Sync + 'static {
     /// Deletes up to `batch_max` replies that expired before `now`; returns how many (I10).
     async fn purge_replies(&self, now: Timestamp, batch_max: usize) -> Result<usize>;
 
-    /// Objects of `kind` in `scope` whose `seq` (the store's insertion order, the same position
-    /// list cursors use) is greater than `after_seq`, **oldest first** (ascending `seq`), at most
-    /// `limit`, each with its `seq`. This is how the webhook worker reads the event outbox
-    /// (SPEC E4, W2) from a per-endpoint cursor.
+    /// The outbox read (SPEC E4, W2): objects of `kind` in `scope` past position `after`,
+    /// oldest first, at most `limit`, each with its position. Positions are opaque, store-defined
+    /// and increasing; the caller only keeps the last one as its cursor.
     ///
-    /// Contract the worker relies on: the answer is a gap-free prefix in commit order. Once an
-    /// object with `seq = n` has been returned, no object of the kind with `seq < n` may become
-    /// visible later, or a cursor that moved past `n` would skip it. SQLite has one writer, so
-    /// `seq` order is commit order. PostgreSQL allocates sequence values before commit, so a
-    /// transaction holding a smaller `seq` can commit after a larger one: there, return only rows
-    /// below the oldest sequence value still in flight (for instance, keep a `xid8` column
-    /// `DEFAULT pg_current_xact_id()` and return only rows whose xid is below
-    /// `pg_snapshot_xmin(pg_current_snapshot())`, or serialise inserts of the kind with a lock).
-    /// The default answers an internal error: a backend must implement it to serve webhooks.
-    async fn objects_after(&self, kind: &'static str, scope: &Scope, after_seq: i64, limit: usize) -> Result<Vec<(i64, StoredObject)>> {
-        let _ = (kind, scope, after_seq, limit);
-        Err(Error::internal("objects_after is not implemented by this store"))
-    }
+    /// The answer is a gap-free prefix in commit order: once a position has been returned, no
+    /// object with a smaller position may become visible later, or a cursor past it would skip
+    /// it. SQLite has one writer, so its `seq` is commit order. PostgreSQL allocates sequence
+    /// values before commit, so there the position is (transaction id, rank in transaction) and
+    /// only transactions older than every transaction still running are returned.
+    async fn objects_after(&self, kind: &'static str, scope: &Scope, after: i64, limit: usize) -> Result<Vec<(i64, StoredObject)>>;
 
-    /// The greatest `seq` of any object of `kind` in `scope`, or 0 when there is none: where a
-    /// new webhook endpoint's outbox cursor starts, so it is sent only later events. A plain
-    /// `MAX(seq)` over committed rows is right on every backend (an event still committing with
-    /// a smaller `seq` began before the endpoint existed). The default answers an internal error.
-    async fn newest_seq(&self, kind: &'static str, scope: &Scope) -> Result<i64> {
-        let _ = (kind, scope);
-        Err(Error::internal("newest_seq is not implemented by this store"))
-    }
+    /// A position at or after every object of `kind` in `scope` committed so far: where a new
+    /// outbox cursor starts, so that it is sent only what commits later.
+    async fn newest_seq(&self, kind: &'static str, scope: &Scope) -> Result<i64>;
 }
 
 /// Wraps a backend failure as a 500 that reveals nothing.

@@ -28,6 +28,9 @@ use crate::error::{Error, Result};
 /// How long a request waits for a pooled connection before answering 503.
 const POOL_WAIT: Duration = Duration::from_secs(5);
 const RETRY_AFTER_S: u64 = 1;
+/// Outbox positions are `(transaction id << RANK_BITS) | rank of the row in its transaction`.
+const RANK_BITS: u32 = 16;
+const RANK_MASK: i64 = (1 << RANK_BITS) - 1;
 
 pub struct PostgresStore {
     pool: Pool,
@@ -378,6 +381,44 @@ impl Store for PostgresStore {
             )
             .await?;
         Ok(rows.iter().map(|row| (Scope { organization_id: row.get(4), live_mode: row.get(5) }, stored_object(row))).collect())
+    }
+
+    async fn objects_after(&self, kind: &'static str, scope: &Scope, after: i64, limit: usize) -> Result<Vec<(i64, StoredObject)>> {
+        let (after_xid, after_rank) = (after.max(0) >> RANK_BITS, after.max(0) & RANK_MASK);
+        // Rows of the cursor's own transaction are read from its start, so ranks come out right.
+        let fetch = i64::try_from(limit).unwrap_or(i64::MAX / 2).saturating_add(after_rank);
+        let rows = self
+            .query(
+                "SELECT o.id, o.parent_id, o.version, o.doc, o.xid::text::bigint FROM objects o
+                 WHERE o.org_id = $1 AND o.live_mode = $2 AND o.kind = $3
+                   AND o.xid >= $4::bigint::text::xid8
+                   AND o.xid < pg_snapshot_xmin(pg_current_snapshot())
+                 ORDER BY o.xid, o.seq LIMIT $5",
+                &[&scope.organization_id, &scope.live_mode, &kind, &after_xid, &fetch],
+            )
+            .await?;
+        let mut out = Vec::with_capacity(limit);
+        let (mut current_xid, mut rank) = (-1i64, 0i64);
+        for row in &rows {
+            let xid: i64 = row.get(4);
+            rank = if xid == current_xid { rank + 1 } else { 1 };
+            current_xid = xid;
+            if rank > RANK_MASK {
+                return Err(Error::internal("a transaction wrote more outbox rows than a position can number"));
+            }
+            let position = (xid << RANK_BITS) | rank;
+            if position > after && out.len() < limit {
+                out.push((position, stored_object(row)));
+            }
+        }
+        Ok(out)
+    }
+
+    async fn newest_seq(&self, _kind: &'static str, _scope: &Scope) -> Result<i64> {
+        // Every transaction below the horizon has finished; anything at or above it is later.
+        let rows = self.query("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint", &[]).await?;
+        let horizon: i64 = rows.first().map_or(0, |row| row.get(0));
+        Ok((horizon << RANK_BITS) - 1)
     }
 
     async fn purge_replies(&self, now: Timestamp, batch_max: usize) -> Result<usize> {

@@ -1,0 +1,303 @@
+//! The webhook worker (SPEC W2, W3): reads the event outbox, queues deliveries, sends them.
+//!
+//! Every pass (each `webhook_poll_ms`, or sooner when a send finishes):
+//! 1. For each endpoint, the events after its cursor become deliveries and the cursor moves
+//!    past them, in one transaction guarded by the cursor's version (`enqueue`).
+//! 2. For each endpoint, in turn from a rotating start, due deliveries are leased (`claim`) up
+//!    to the free slots: at most `webhook_in_flight_max` sends in flight in this instance, and
+//!    at most `webhook_endpoint_in_flight_max` per endpoint, so a slow endpoint holds only its
+//!    own slots and never delays the others.
+//! 3. Each leased delivery is sent in its own task; its outcome is recorded under the lease.
+//!
+//! All state is in the store, so deliveries survive restarts; a lease (`webhook_lease_ms`,
+//! longer than the send timeout) lets several instances share the work without sending a
+//! delivery from two of them at once. On shutdown the worker stops claiming and waits for the
+//! sends in flight (bounded by the timeout) so their outcomes are recorded.
+//!
+//! Limits: up to `ENDPOINTS_MAX` endpoints across all tenants are served; each pass reads up
+//! to `ENQUEUE_BATCH_MAX` events per endpoint (a backlog drains over consecutive passes).
+
+pub mod client;
+pub mod signer;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{Notify, watch};
+use tokio::task::JoinSet;
+
+use crate::config::Config;
+use crate::domain::time::{Clock, Timestamp};
+use crate::domain::webhook::{self, LoadedEndpoint, UrlPolicy};
+use crate::domain::webhook_delivery::{self as delivery, ClaimedDelivery, Outcome, RetryPolicy};
+use crate::error::Result;
+use crate::http::AppState;
+use crate::store::Store;
+use client::Sender;
+
+/// Endpoints served at most (across all tenants).
+pub const ENDPOINTS_MAX: usize = 10_000;
+/// Events turned into deliveries per endpoint and pass at most.
+pub const ENQUEUE_BATCH_MAX: usize = 200;
+/// Extra time given to sends in flight at shutdown, beyond their own timeout.
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
+/// After a send finishes, the worker waits this long before its next pass, so a burst of
+/// finishing sends costs one pass rather than one each.
+const WAKE_SETTLE: Duration = Duration::from_millis(5);
+/// How often finished deliveries past their retention are purged, and how many per batch.
+const PURGE_INTERVAL: Duration = Duration::from_secs(60);
+const PURGE_BATCH_MAX: usize = 500;
+
+/// The worker's settings, from the configuration.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    pub poll: Duration,
+    pub timeout: Duration,
+    pub lease_ms: u64,
+    pub retry: RetryPolicy,
+    pub in_flight_max: usize,
+    pub endpoint_in_flight_max: usize,
+    pub policy: UrlPolicy,
+    pub retention_secs: i64,
+}
+
+impl Settings {
+    pub fn from_config(config: &Config) -> Self {
+        let timeout_ms = config.webhook_timeout_ms.max(1);
+        Settings {
+            poll: Duration::from_millis(config.webhook_poll_ms.max(1)),
+            timeout: Duration::from_millis(timeout_ms),
+            // A lease always outlives the send it covers.
+            lease_ms: config.webhook_lease_ms.max(timeout_ms.saturating_mul(2)),
+            retry: retry_policy(config),
+            in_flight_max: config.webhook_in_flight_max.max(1),
+            endpoint_in_flight_max: config.webhook_endpoint_in_flight_max.max(1),
+            policy: UrlPolicy { allow_private: config.webhooks_allow_private },
+            retention_secs: config.webhook_delivery_retention_secs.max(0),
+        }
+    }
+}
+
+/// The retry schedule in force.
+pub fn retry_policy(config: &Config) -> RetryPolicy {
+    RetryPolicy {
+        base_ms: config.webhook_retry_base_ms.max(1),
+        max_ms: config.webhook_retry_max_ms.max(config.webhook_retry_base_ms).max(1),
+        window_secs: config.webhook_retry_window_secs.max(0),
+    }
+}
+
+/// Sends in flight, per endpoint and in all.
+#[derive(Debug, Default)]
+struct InFlight {
+    per_endpoint: HashMap<String, usize>,
+    total: usize,
+}
+
+struct Worker {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    settings: Settings,
+    sender: Sender,
+    in_flight: Arc<Mutex<InFlight>>,
+    wake: Arc<Notify>,
+    tasks: JoinSet<()>,
+    rotation: usize,
+}
+
+/// Runs until `stop` turns true, then waits for the sends in flight.
+pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
+    let settings = Settings::from_config(&state.config);
+    let sender = match Sender::new(settings.policy, settings.timeout) {
+        Ok(sender) => sender,
+        Err(err) => {
+            tracing::error!(%err, "webhooks are off: the HTTP client could not be built");
+            return;
+        }
+    };
+    let mut worker = Worker {
+        store: state.store.clone(),
+        clock: state.clock.clone(),
+        settings,
+        sender,
+        in_flight: Arc::default(),
+        wake: Arc::new(Notify::new()),
+        tasks: JoinSet::new(),
+        rotation: 0,
+    };
+    let mut last_purge: Option<tokio::time::Instant> = None;
+    while !*stop.borrow() {
+        if last_purge.is_none_or(|at| at.elapsed() >= PURGE_INTERVAL) {
+            last_purge = Some(tokio::time::Instant::now());
+            worker.purge().await;
+        }
+        let more = match worker.pass().await {
+            Ok(more) => more,
+            Err(err) => {
+                tracing::warn!(%err, "webhook pass failed");
+                false
+            }
+        };
+        while worker.tasks.try_join_next().is_some() {}
+        if more {
+            tokio::task::yield_now().await;
+            continue;
+        }
+        let wake = worker.wake.clone();
+        tokio::select! {
+            () = tokio::time::sleep(worker.settings.poll) => {}
+            () = wake.notified() => tokio::time::sleep(WAKE_SETTLE).await,
+            _ = stop.changed() => {}
+        }
+    }
+    let drain = async { while worker.tasks.join_next().await.is_some() {} };
+    if tokio::time::timeout(worker.settings.timeout + DRAIN_GRACE, drain).await.is_err() {
+        tracing::warn!("webhook sends still in flight at shutdown: their leases will run out and they will be sent again");
+    }
+}
+
+impl Worker {
+    /// Deletes finished deliveries past their retention, in small batches.
+    async fn purge(&self) {
+        let before = self.clock.now().plus_secs(-self.settings.retention_secs);
+        loop {
+            match delivery::purge(self.store.as_ref(), before, PURGE_BATCH_MAX).await {
+                Ok(n) if n == PURGE_BATCH_MAX => tokio::task::yield_now().await,
+                Ok(_) => return,
+                Err(err) => {
+                    tracing::warn!(%err, "purging old webhook deliveries failed");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// One pass; true when an endpoint has more events waiting than one pass takes.
+    async fn pass(&mut self) -> Result<bool> {
+        let endpoints = webhook::load_all(self.store.as_ref(), ENDPOINTS_MAX).await?;
+        let mut more = false;
+        for endpoint in &endpoints {
+            let now = self.clock.now();
+            match delivery::enqueue(self.store.as_ref(), endpoint, now, &self.settings.retry, ENQUEUE_BATCH_MAX).await {
+                Ok(read) => more |= read == ENQUEUE_BATCH_MAX,
+                Err(err) => tracing::warn!(%err, endpoint = %endpoint.state.endpoint_id, "queueing webhook deliveries failed"),
+            }
+        }
+        if endpoints.is_empty() {
+            return Ok(more);
+        }
+        self.rotation = self.rotation.wrapping_add(1);
+        for i in 0..endpoints.len() {
+            let endpoint = &endpoints[(self.rotation + i) % endpoints.len()];
+            let free = self.free_slots(&endpoint.state.endpoint_id);
+            if free.total == 0 {
+                break;
+            }
+            if free.endpoint == 0 {
+                continue;
+            }
+            let now = self.clock.now();
+            let limit = free.endpoint.min(free.total);
+            match delivery::claim(self.store.as_ref(), &endpoint.state.endpoint_id, now, self.settings.lease_ms, limit).await {
+                Ok(claimed) => claimed.into_iter().for_each(|c| self.spawn_send(endpoint, c)),
+                Err(err) => tracing::warn!(%err, endpoint = %endpoint.state.endpoint_id, "claiming webhook deliveries failed"),
+            }
+        }
+        Ok(more)
+    }
+
+    fn free_slots(&self, endpoint_id: &str) -> Free {
+        let in_flight = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        let busy = in_flight.per_endpoint.get(endpoint_id).copied().unwrap_or(0);
+        Free {
+            total: self.settings.in_flight_max.saturating_sub(in_flight.total),
+            endpoint: self.settings.endpoint_in_flight_max.saturating_sub(busy),
+        }
+    }
+
+    fn spawn_send(&mut self, endpoint: &LoadedEndpoint, claimed: ClaimedDelivery) {
+        let endpoint_id = endpoint.state.endpoint_id.clone();
+        {
+            let mut in_flight = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+            *in_flight.per_endpoint.entry(endpoint_id.clone()).or_default() += 1;
+            in_flight.total += 1;
+        }
+        let slot = SlotGuard { in_flight: self.in_flight.clone(), wake: self.wake.clone(), endpoint_id };
+        let send = Send {
+            store: self.store.clone(),
+            clock: self.clock.clone(),
+            sender: self.sender.clone(),
+            retry: self.settings.retry,
+            url: endpoint.state.url.clone(),
+            secret: endpoint.state.secret.expose().to_owned(),
+            claimed,
+        };
+        self.tasks.spawn(async move {
+            send.run().await;
+            drop(slot);
+        });
+    }
+}
+
+struct Free {
+    total: usize,
+    endpoint: usize,
+}
+
+/// Frees a send's slot however its task ends, and wakes the worker to fill it.
+struct SlotGuard {
+    in_flight: Arc<Mutex<InFlight>>,
+    wake: Arc<Notify>,
+    endpoint_id: String,
+}
+
+impl Drop for SlotGuard {
+    fn drop(&mut self) {
+        let mut in_flight = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        in_flight.total = in_flight.total.saturating_sub(1);
+        if let Some(busy) = in_flight.per_endpoint.get_mut(&self.endpoint_id) {
+            *busy = busy.saturating_sub(1);
+            if *busy == 0 {
+                in_flight.per_endpoint.remove(&self.endpoint_id);
+            }
+        }
+        drop(in_flight);
+        self.wake.notify_one();
+    }
+}
+
+/// One attempt of one delivery.
+struct Send {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    sender: Sender,
+    retry: RetryPolicy,
+    url: String,
+    secret: String,
+    claimed: ClaimedDelivery,
+}
+
+impl Send {
+    async fn run(self) {
+        let sent_at = self.clock.now();
+        let outcome = self.sender.send(&self.url, &self.secret, &self.claimed, unix_secs(sent_at)).await;
+        let d = &self.claimed.stored.delivery;
+        match &outcome {
+            Outcome::Delivered { status_code } => {
+                tracing::debug!(delivery = %d.id, endpoint = %d.webhook_endpoint_id, status_code, "webhook delivered");
+            }
+            Outcome::Failed { status_code, error } => {
+                tracing::info!(delivery = %d.id, endpoint = %d.webhook_endpoint_id, ?status_code, %error, attempt = d.attempts + 1, "webhook attempt failed");
+            }
+        }
+        let at = self.clock.now();
+        if let Err(err) = delivery::record(self.store.as_ref(), &self.claimed, &outcome, at, &self.retry).await {
+            tracing::warn!(%err, delivery = %d.id, "recording a webhook attempt failed; the lease will run out and it is sent again");
+        }
+    }
+}
+
+fn unix_secs(at: Timestamp) -> i64 {
+    at.as_micros().div_euclid(1_000_000)
+}
