@@ -51,3 +51,19 @@ async fn l3_too_many_headers_are_refused() {
     let status = response.as_ref().map(|r| r.status().as_u16());
     assert!(matches!(status, Ok(431) | Err(_)), "a 128 KiB header is refused or the connection closed: {status:?}");
 }
+
+#[tokio::test]
+async fn replies_before_the_body_is_read_close_the_connection() {
+    let server = TestServer::start().await;
+    let key = server.key().await;
+    let body = json!({"name": "Unread"});
+    let early = server.post("/api/counterparties", &key, &body).header("Idempotency-Key", "has space").send().await.unwrap();
+    assert_eq!(early.status(), 400);
+    assert_eq!(early.headers()["connection"], "close", "the unread body makes the connection unusable: say so");
+    // The same client (and pool) carries on without a broken connection.
+    for i in 0..3 {
+        let again = server.post("/api/counterparties", &key, &body).header("Idempotency-Key", format!("ok-{i}")).send().await.unwrap();
+        assert_eq!(again.status(), 201);
+        assert!(again.headers().get("connection").is_none(), "a read body keeps the connection alive");
+    }
+}

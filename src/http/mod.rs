@@ -11,6 +11,7 @@ pub mod pagination;
 pub mod rate_limit;
 pub mod serve;
 pub mod tls;
+pub mod unread_body;
 
 use std::sync::Arc;
 
@@ -59,6 +60,7 @@ pub fn router(state: AppState) -> Router {
         // 401 before anything can answer 404 (SPEC A2).
         .layer(middleware::from_fn_with_state(state.clone(), auth::require_api_key))
         .layer(middleware::from_fn_with_state(state.clone(), metrics::track))
+        .layer(middleware::from_fn(unread_body::close_if_unread))
         .layer(DefaultBodyLimit::max(limit))
         .layer(Extension(extract::BodyLimit(limit)))
         .with_state(state)
