@@ -32,6 +32,8 @@ pub struct Config {
     pub request_timeout_ms: u64,
     /// How long a client has to complete the TLS handshake and send its first bytes.
     pub handshake_timeout_ms: u64,
+    /// How long a client has to send a request's headers.
+    pub header_read_timeout_ms: u64,
     pub connections_max: usize,
     /// Requests per second each API key may make (token bucket); 0 turns limiting off.
     pub rate_limit_per_sec: u32,
@@ -89,6 +91,7 @@ impl Default for Config {
             body_limit_bytes: 1024 * 1024,
             request_timeout_ms: 30_000,
             handshake_timeout_ms: 10_000,
+            header_read_timeout_ms: 10_000,
             connections_max: 4096,
             rate_limit_per_sec: 0,
             rate_limit_burst: 100,

@@ -134,6 +134,7 @@ pub async fn launch(config: Config, listener: TcpListener, shutdown: impl Future
     let options = ListenerOptions {
         tls,
         handshake_timeout: Duration::from_millis(config.handshake_timeout_ms),
+        header_read_timeout: Duration::from_millis(config.header_read_timeout_ms),
         connections_max: config.connections_max,
     };
     let app = http::router(state);

@@ -2,8 +2,44 @@
 
 mod common;
 
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
 use common::{TestServer, assert_error, json};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, ServerName};
 use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// A raw TLS connection to the server, trusting its certificate.
+async fn tls(server: &TestServer) -> tokio_rustls::client::TlsStream<TcpStream> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&server.cert_pem) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let tcp = TcpStream::connect(server.addr).await.unwrap();
+    tokio_rustls::TlsConnector::from(Arc::new(config)).connect(ServerName::try_from("localhost").unwrap(), tcp).await.unwrap()
+}
+
+/// Reads until the peer closes (or 5 s pass); returns what arrived and how long it took.
+async fn read_until_closed(stream: &mut (impl AsyncReadExt + Unpin)) -> (String, Duration) {
+    let started = Instant::now();
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    while started.elapsed() < Duration::from_secs(5) {
+        match tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => break,
+            Ok(Ok(n)) => out.extend_from_slice(&buf[..n]),
+        }
+    }
+    (String::from_utf8_lossy(&out).into_owned(), started.elapsed())
+}
 
 #[tokio::test]
 async fn l4_rate_limit_answers_429_with_retry_after_per_key() {
@@ -66,4 +102,57 @@ async fn replies_before_the_body_is_read_close_the_connection() {
         assert_eq!(again.status(), 201);
         assert!(again.headers().get("connection").is_none(), "a read body keeps the connection alive");
     }
+}
+
+#[tokio::test]
+async fn slow_headers_are_cut_off() {
+    let server = TestServer::start_with(|c| c.header_read_timeout_ms = 300).await;
+    let mut stream = tls(&server).await;
+    stream.write_all(b"GET /api/ping HTTP/1.1\r\nHost: localhost\r\nX-Slow: ").await.unwrap();
+    stream.flush().await.unwrap();
+    let (reply, waited) = read_until_closed(&mut stream).await;
+    assert!(waited < Duration::from_secs(4), "the connection was closed after the header timeout, not held: {waited:?}");
+    assert!(reply.is_empty() || reply.starts_with("HTTP/1.1 408"), "{reply}");
+}
+
+#[tokio::test]
+async fn slow_bodies_time_out_with_503_and_commit_nothing() {
+    let server = TestServer::start_with(|c| c.request_timeout_ms = 500).await;
+    let key = server.key().await;
+    let mut stream = tls(&server).await;
+    let auth = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, format!("x-api-key:{}", key.secret));
+    let head = format!(
+        "POST /api/counterparties HTTP/1.1\r\nHost: localhost\r\nAuthorization: Basic {auth}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"name\":"
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.flush().await.unwrap();
+    let (reply, waited) = read_until_closed(&mut stream).await;
+    assert!(reply.starts_with("HTTP/1.1 503"), "{reply}");
+    assert!(waited < Duration::from_secs(4), "{waited:?}");
+    let (_, listed) = json(server.get("/api/counterparties", &key).send().await.unwrap()).await;
+    assert_eq!(listed, json!([]));
+}
+
+#[tokio::test]
+async fn silent_connections_are_closed_after_the_handshake_timeout() {
+    let server = TestServer::start_with(|c| c.handshake_timeout_ms = 300).await;
+    let mut tcp = TcpStream::connect(server.addr).await.unwrap();
+    let (_, waited) = read_until_closed(&mut tcp).await;
+    assert!(waited < Duration::from_secs(4), "a client that never starts TLS is dropped: {waited:?}");
+}
+
+#[tokio::test]
+async fn connections_over_the_cap_are_closed_at_once() {
+    let server = TestServer::start_with(|c| c.connections_max = 3).await;
+    let key = server.key().await;
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(tls(&server).await);
+    }
+    let mut extra = TcpStream::connect(server.addr).await.unwrap();
+    let (_, waited) = read_until_closed(&mut extra).await;
+    assert!(waited < Duration::from_secs(2), "the fourth connection is closed, not queued: {waited:?}");
+    drop(held);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(server.get("/api/ping", &key).send().await.unwrap().status(), 200, "capacity comes back");
 }

@@ -16,8 +16,6 @@ use tower::ServiceExt;
 
 /// The first byte of every TLS connection: a handshake record.
 const TLS_HANDSHAKE_RECORD: u8 = 0x16;
-/// How long a client may take to send a request's headers.
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// Most header lines in one request.
 const HEADERS_MAX: usize = 64;
 /// Read buffer for a request head, in bytes: heads much larger than this are refused with 431
@@ -30,6 +28,8 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct ListenerOptions {
     pub tls: Option<TlsAcceptor>,
     pub handshake_timeout: Duration,
+    /// How long a client may take to send a request's headers (slow senders are cut off).
+    pub header_read_timeout: Duration,
     pub connections_max: usize,
 }
 
@@ -62,11 +62,11 @@ pub async fn serve(listener: TcpListener, app: Router, options: ListenerOptions,
         tokio::spawn(async move {
             let _permit = permit;
             match &options.tls {
-                None => serve_connection(TokioIo::new(stream), app, watcher).await,
+                None => serve_connection(TokioIo::new(stream), app, watcher, options.header_read_timeout).await,
                 Some(acceptor) => {
                     let handshake = tokio::time::timeout(options.handshake_timeout, accept_tls(acceptor, stream)).await;
                     if let Ok(Some(tls)) = handshake {
-                        serve_connection(TokioIo::new(tls), app, watcher).await;
+                        serve_connection(TokioIo::new(tls), app, watcher, options.header_read_timeout).await;
                     }
                 }
             }
@@ -78,7 +78,7 @@ pub async fn serve(listener: TcpListener, app: Router, options: ListenerOptions,
     }
 }
 
-async fn serve_connection<S>(io: TokioIo<S>, app: Router, watcher: hyper_util::server::graceful::Watcher)
+async fn serve_connection<S>(io: TokioIo<S>, app: Router, watcher: hyper_util::server::graceful::Watcher, header_read_timeout: Duration)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -86,7 +86,7 @@ where
     let connection = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
         // Slow senders of headers are cut off; large or numerous headers are refused (431).
-        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .header_read_timeout(header_read_timeout)
         .max_headers(HEADERS_MAX)
         .max_buf_size(HEADER_BYTES_MAX)
         .serve_connection(io, service);
