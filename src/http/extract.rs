@@ -84,18 +84,29 @@ fn nests_deeper_than(bytes: &[u8], limit: usize) -> bool {
 }
 
 /// Parses JSON text: 400 if it is not JSON, 422 naming the field if it does not fit `T`.
+/// Deserialises straight into `T` (no intermediate tree); serde tells syntax from data errors.
 pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
     if nests_deeper_than(bytes, JSON_DEPTH_MAX) {
         return Err(Error::bad_request("malformed_json", format!("The request body nests deeper than {JSON_DEPTH_MAX} levels."), None));
     }
-    let value: serde_json::Value = serde_json::from_slice(if bytes.is_empty() { b"{}" } else { bytes })
-        .map_err(|err| Error::bad_request("malformed_json", format!("The request body is not valid JSON: {err}."), None))?;
-    if !value.is_object() {
+    let text: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) { b"{}" } else { bytes };
+    if text.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
         return Err(Error::bad_request("malformed_json", "The request body must be a JSON object.", None));
     }
-    serde_path_to_error::deserialize(value).map_err(|err| {
+    let malformed = |err: serde_json::Error| Error::bad_request("malformed_json", format!("The request body is not valid JSON: {err}."), None);
+    let mut deserializer = serde_json::Deserializer::from_slice(text);
+    let parsed = serde_path_to_error::deserialize(&mut deserializer);
+    if parsed.is_ok() {
+        deserializer.end().map_err(malformed)?;
+    }
+    parsed.map_err(|err| {
         let path = err.path().to_string();
-        let inner = err.into_inner().to_string();
+        let inner = err.into_inner();
+        if matches!(inner.classify(), serde_json::error::Category::Syntax | serde_json::error::Category::Eof | serde_json::error::Category::Io) {
+            return malformed(inner);
+        }
+        let message = inner.to_string();
+        let inner = strip_position(&message);
         // serde reports a missing field at the parent's path; name the field itself.
         if let Some(field) = inner.strip_prefix("missing field `").and_then(|rest| rest.split('`').next()) {
             let parameter = if path == "." { field.to_owned() } else { format!("{path}.{field}") };
@@ -104,6 +115,11 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
         let parameter = if path == "." { "body".to_owned() } else { path };
         Error::invalid(parameter.clone(), format!("{parameter} is invalid: {inner}"))
     })
+}
+
+/// serde_json appends " at line L column C" to data errors; the parameter already says where.
+fn strip_position(message: &str) -> &str {
+    message.rsplit_once(" at line ").map_or(message, |(head, _)| head)
 }
 
 /// A query string, form-decoded (`+` is a space, SPEC L2). Unknown parameters are ignored.
