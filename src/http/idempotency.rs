@@ -164,10 +164,15 @@ fn timed_out() -> Error {
 }
 
 /// Answers with a stored success, byte for byte (I4); in strict mode only to the same request.
+/// The body is read either way, so the connection stays usable for the client's next request.
 async fn replay(state: &AppState, request: Request, reply: StoredReply) -> Response {
+    let (parts, body) = request.into_parts();
+    let timeout = Duration::from_millis(state.config.request_timeout_ms);
+    let body = tokio::time::timeout(timeout, read_body(body, state.config.body_limit_bytes))
+        .await
+        .unwrap_or_else(|_| Err(timed_out()));
     if state.config.idempotency_strict {
-        let (parts, body) = request.into_parts();
-        let body = match read_body(body, state.config.body_limit_bytes).await {
+        let body = match body {
             Ok(body) => body,
             Err(err) => return err.into_response(),
         };

@@ -316,6 +316,10 @@ impl Store for PostgresStore {
     }
 
     async fn claim(&self, api_key_id: &str, key: &str, now: Timestamp, lease_ms: u64) -> Result<Claim> {
+        // A stored success answers at once, without claiming: replays never contend (I4).
+        if let Some(reply) = self.reply(api_key_id, key, now).await? {
+            return Ok(Claim::Replay(reply));
+        }
         let nonce: i64 = rand::rng().random_range(1..i64::MAX);
         let lease_until = now.plus_micros(i64::try_from(lease_ms).unwrap_or(i64::MAX / 1000).saturating_mul(1000));
         // Takes the key if nobody holds it, or if the holder's lease ran out (a crashed owner).
@@ -332,7 +336,7 @@ impl Store for PostgresStore {
             return Ok(Claim::InFlight);
         }
         let token = ClaimToken { api_key_id: api_key_id.to_owned(), key: key.to_owned(), nonce: nonce as u64 };
-        // As on SQLite: claim first, then look for a reply the previous owner committed.
+        // As on SQLite: having claimed, look again for a reply the previous owner committed.
         match self.reply(api_key_id, key, now).await {
             Ok(Some(reply)) => {
                 self.release(&token).await;

@@ -349,8 +349,12 @@ impl Store for SqliteStore {
     }
 
     async fn claim(&self, api_key_id: &str, key: &str, now: Timestamp, lease_ms: u64) -> Result<Claim> {
-        // Claim first, then look for a stored reply: a finishing owner stores its reply before it
-        // releases, so whoever gets the claim after that release sees the reply.
+        // A stored success answers at once, without claiming: replays never contend (I4).
+        if let Some(reply) = self.reply(api_key_id, key, now)? {
+            return Ok(Claim::Replay(reply));
+        }
+        // Then claim, and look again: a finishing owner stores its reply before it releases, so
+        // whoever gets the claim after that release sees the reply.
         let Some(token) = self.claims.try_take(api_key_id, key, now, lease_ms) else {
             return Ok(Claim::InFlight);
         };
