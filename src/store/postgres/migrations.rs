@@ -4,8 +4,11 @@
 use tokio_postgres::Client;
 
 /// `(version, sql)`, oldest first. Never edit a released migration: add a new one.
-const MIGRATIONS: &[(i64, &str)] =
-    &[(1, include_str!("migrations/0001_init.sql")), (2, include_str!("migrations/0002_outbox_position.sql"))];
+const MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("migrations/0001_init.sql")),
+    (2, include_str!("migrations/0002_outbox_position.sql")),
+    (3, include_str!("migrations/0003_newest_first_index.sql")),
+];
 /// Arbitrary but fixed: the advisory lock every Payrail instance takes to migrate.
 const MIGRATION_LOCK_ID: i64 = 0x7061_7972_6169_6c00;
 

@@ -209,8 +209,8 @@ fn list_sql(query: &ListQuery) -> (String, Vec<Box<dyn ToSql + Sync + Send>>) {
         args.len()
     };
     if let Some(seq) = query.after_seq {
-        let n = push(&mut args, Box::new(seq));
-        sql.push_str(&format!(" AND o.seq < ${n}"));
+        let n = push(&mut args, Box::new(-seq));
+        sql.push_str(&format!(" AND -o.seq > ${n}"));
     }
     for filter in &query.filters {
         let (name, op, value) = match filter {
@@ -237,7 +237,8 @@ fn list_sql(query: &ListQuery) -> (String, Vec<Box<dyn ToSql + Sync + Send>>) {
         ));
     }
     let n = push(&mut args, Box::new(i64::try_from(query.limit + 1).unwrap_or(i64::MAX)));
-    sql.push_str(&format!(" ORDER BY o.seq DESC LIMIT ${n}"));
+    // `-seq`, not `seq DESC`: only the objects_newest index serves it (see migration 0003).
+    sql.push_str(&format!(" ORDER BY -o.seq LIMIT ${n}"));
     (sql, args)
 }
 
