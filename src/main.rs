@@ -51,6 +51,8 @@ enum Command {
     },
     /// Apply database migrations and exit.
     Migrate,
+    /// Print the API's OpenAPI document (JSON) on stdout; it opens no database.
+    Openapi,
 }
 
 #[derive(Args)]
@@ -212,6 +214,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     };
     match cli.command {
         Command::Serve(args) => serve(config, args).await,
+        Command::Openapi => {
+            print!("{}", payrail::api::openapi::json());
+            Ok(())
+        }
         Command::Migrate => {
             payrail::migrate(&config).await?;
             println!("migrations applied to {}", config.database_url());

@@ -5,7 +5,8 @@ use axum::http::StatusCode;
 use axum::response::Response;
 
 use super::{created_json, listed, no_content, ok_json, page_spec, param};
-use crate::domain::counterparty::{self, CounterpartyFilter, CounterpartyInput, CounterpartyPatch};
+use super::{MetadataParams, PageParams};
+use crate::domain::counterparty::{self, Counterparty, CounterpartyFilter, CounterpartyInput, CounterpartyPatch};
 use crate::domain::listing::time_bound;
 use crate::error::Error;
 use crate::http::AppState;
@@ -13,6 +14,16 @@ use crate::http::auth::Principal;
 use crate::http::extract::{JsonBody, PathId, QueryParams};
 use crate::http::idempotency::WriteContext;
 
+#[utoipa::path(
+    post,
+    path = "/api/counterparties",
+    tag = "counterparties",
+    operation_id = "createCounterparty",
+    request_body = CounterpartyInput,
+    responses(
+        (status = 201, description = "The counterparty, with its accounts.", body = Counterparty),
+    ),
+)]
 pub async fn create(
     State(state): State<AppState>,
     principal: Principal,
@@ -24,11 +35,37 @@ pub async fn create(
     Ok(created_json(json))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/counterparties/{id}",
+    tag = "counterparties",
+    operation_id = "retrieveCounterparty",
+    params(("id" = String, Path, description = "The resource's id.")),
+    responses((status = 200, description = "The counterparty.", body = Counterparty)),
+)]
 pub async fn retrieve(State(state): State<AppState>, principal: Principal, PathId(id): PathId) -> Result<Response, Error> {
     let scope = principal.scope();
     Ok(ok_json(counterparty::get(&state.ctx(&scope), &id).await?))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/counterparties",
+    tag = "counterparties",
+    operation_id = "listCounterparties",
+    params(
+        PageParams,
+        ("name" = Option<String>, Query, description = "Part of the name (any case)."),
+        ("email" = Option<String>, Query, description = "Part of the email address (any case)."),
+        ("external_id" = Option<String>, Query),
+        MetadataParams,
+        ("created_at_lower_bound" = Option<String>, Query, description = "A date (YYYY-MM-DD) or an RFC 3339 date-time."),
+        ("created_at_upper_bound" = Option<String>, Query, description = "A date (YYYY-MM-DD) or an RFC 3339 date-time."),
+    ),
+    responses(
+        (status = 200, description = "A page of counterparties, newest first.", body = [Counterparty]),
+    ),
+)]
 pub async fn list(State(state): State<AppState>, principal: Principal, query: QueryParams) -> Result<Response, Error> {
     let scope = principal.scope();
     let spec = page_spec(&query)?;
@@ -43,6 +80,15 @@ pub async fn list(State(state): State<AppState>, principal: Principal, query: Qu
     Ok(listed(counterparty::list(&state.ctx(&scope), &filter, spec).await?, spec))
 }
 
+#[utoipa::path(
+    patch,
+    path = "/api/counterparties/{id}",
+    tag = "counterparties",
+    operation_id = "updateCounterparty",
+    params(("id" = String, Path, description = "The resource's id.")),
+    request_body = CounterpartyPatch,
+    responses((status = 200, description = "The updated counterparty.", body = Counterparty)),
+)]
 pub async fn update(
     State(state): State<AppState>,
     principal: Principal,
@@ -55,6 +101,14 @@ pub async fn update(
     Ok(ok_json(json))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/api/counterparties/{id}",
+    tag = "counterparties",
+    operation_id = "deleteCounterparty",
+    params(("id" = String, Path, description = "The resource's id.")),
+    responses((status = 204, description = "Deleted, with its accounts.")),
+)]
 pub async fn delete(State(state): State<AppState>, principal: Principal, write: WriteContext, PathId(id): PathId) -> Result<Response, Error> {
     let scope = principal.scope();
     counterparty::delete(&state.ctx(&scope), &state.committer(&write, StatusCode::NO_CONTENT), &id).await?;

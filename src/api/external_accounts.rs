@@ -5,13 +5,22 @@ use axum::http::StatusCode;
 use axum::response::Response;
 
 use super::{created_json, listed, no_content, ok_json, page_spec, param};
-use crate::domain::external_account::{self, ExternalAccountFilter, ExternalAccountInput, ExternalAccountPatch};
+use super::{MetadataParams, PageParams};
+use crate::domain::external_account::{self, ExternalAccount, ExternalAccountFilter, ExternalAccountInput, ExternalAccountPatch};
 use crate::error::Error;
 use crate::http::AppState;
 use crate::http::auth::Principal;
 use crate::http::extract::{JsonBody, PathId, QueryParams};
 use crate::http::idempotency::WriteContext;
 
+#[utoipa::path(
+    post,
+    path = "/api/external_accounts",
+    tag = "external_accounts",
+    operation_id = "createExternalAccount",
+    request_body = ExternalAccountInput,
+    responses((status = 201, description = "The external account.", body = ExternalAccount)),
+)]
 pub async fn create(
     State(state): State<AppState>,
     principal: Principal,
@@ -23,11 +32,35 @@ pub async fn create(
     Ok(created_json(json))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/external_accounts/{id}",
+    tag = "external_accounts",
+    operation_id = "retrieveExternalAccount",
+    params(("id" = String, Path, description = "The resource's id.")),
+    responses((status = 200, description = "The external account.", body = ExternalAccount)),
+)]
 pub async fn retrieve(State(state): State<AppState>, principal: Principal, PathId(id): PathId) -> Result<Response, Error> {
     let scope = principal.scope();
     Ok(ok_json(external_account::get(&state.ctx(&scope), &id).await?))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/external_accounts",
+    tag = "external_accounts",
+    operation_id = "listExternalAccounts",
+    params(
+        PageParams,
+        ("counterparty_id" = Option<String>, Query),
+        ("party_name" = Option<String>, Query, description = "Part of the party name (any case)."),
+        ("external_id" = Option<String>, Query),
+        MetadataParams,
+    ),
+    responses(
+        (status = 200, description = "A page of external accounts, newest first.", body = [ExternalAccount]),
+    ),
+)]
 pub async fn list(State(state): State<AppState>, principal: Principal, query: QueryParams) -> Result<Response, Error> {
     let scope = principal.scope();
     let spec = page_spec(&query)?;
@@ -40,6 +73,17 @@ pub async fn list(State(state): State<AppState>, principal: Principal, query: Qu
     Ok(listed(external_account::list(&state.ctx(&scope), &filter, spec).await?, spec))
 }
 
+#[utoipa::path(
+    patch,
+    path = "/api/external_accounts/{id}",
+    tag = "external_accounts",
+    operation_id = "updateExternalAccount",
+    params(("id" = String, Path, description = "The resource's id.")),
+    request_body = ExternalAccountPatch,
+    responses(
+        (status = 200, description = "The updated external account.", body = ExternalAccount),
+    ),
+)]
 pub async fn update(
     State(state): State<AppState>,
     principal: Principal,
@@ -52,6 +96,14 @@ pub async fn update(
     Ok(ok_json(json))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/api/external_accounts/{id}",
+    tag = "external_accounts",
+    operation_id = "deleteExternalAccount",
+    params(("id" = String, Path, description = "The resource's id.")),
+    responses((status = 204, description = "Deleted.")),
+)]
 pub async fn delete(State(state): State<AppState>, principal: Principal, write: WriteContext, PathId(id): PathId) -> Result<Response, Error> {
     let scope = principal.scope();
     external_account::delete(&state.ctx(&scope), &state.committer(&write, StatusCode::NO_CONTENT), &id).await?;

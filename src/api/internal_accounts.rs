@@ -5,13 +5,22 @@ use axum::http::StatusCode;
 use axum::response::Response;
 
 use super::{created_json, listed, ok_json, page_spec, param};
-use crate::domain::internal_account::{self, InternalAccountFilter, InternalAccountInput, InternalAccountPatch};
+use super::{MetadataParams, PageParams};
+use crate::domain::internal_account::{self, InternalAccount, InternalAccountFilter, InternalAccountInput, InternalAccountPatch};
 use crate::error::Error;
 use crate::http::AppState;
 use crate::http::auth::Principal;
 use crate::http::extract::{JsonBody, PathId, QueryParams};
 use crate::http::idempotency::WriteContext;
 
+#[utoipa::path(
+    post,
+    path = "/api/internal_accounts",
+    tag = "internal_accounts",
+    operation_id = "createInternalAccount",
+    request_body = InternalAccountInput,
+    responses((status = 201, description = "The internal account.", body = InternalAccount)),
+)]
 pub async fn create(
     State(state): State<AppState>,
     principal: Principal,
@@ -23,11 +32,38 @@ pub async fn create(
     Ok(created_json(json))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/internal_accounts/{id}",
+    tag = "internal_accounts",
+    operation_id = "retrieveInternalAccount",
+    params(("id" = String, Path, description = "The resource's id.")),
+    responses((status = 200, description = "The internal account.", body = InternalAccount)),
+)]
 pub async fn retrieve(State(state): State<AppState>, principal: Principal, PathId(id): PathId) -> Result<Response, Error> {
     let scope = principal.scope();
     Ok(ok_json(internal_account::get(&state.ctx(&scope), &id).await?))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/internal_accounts",
+    tag = "internal_accounts",
+    operation_id = "listInternalAccounts",
+    params(
+        PageParams,
+        ("counterparty_id" = Option<String>, Query),
+        ("currency" = Option<String>, Query),
+        ("external_id" = Option<String>, Query),
+        ("status" = Option<String>, Query),
+        ("payment_type" = Option<String>, Query, description = "Accounts with a capability of this payment type."),
+        ("payment_direction" = Option<String>, Query, description = "Accounts with a capability in this direction (credit or debit)."),
+        MetadataParams,
+    ),
+    responses(
+        (status = 200, description = "A page of internal accounts, newest first.", body = [InternalAccount]),
+    ),
+)]
 pub async fn list(State(state): State<AppState>, principal: Principal, query: QueryParams) -> Result<Response, Error> {
     let scope = principal.scope();
     let spec = page_spec(&query)?;
@@ -43,6 +79,17 @@ pub async fn list(State(state): State<AppState>, principal: Principal, query: Qu
     Ok(listed(internal_account::list(&state.ctx(&scope), &filter, spec).await?, spec))
 }
 
+#[utoipa::path(
+    patch,
+    path = "/api/internal_accounts/{id}",
+    tag = "internal_accounts",
+    operation_id = "updateInternalAccount",
+    params(("id" = String, Path, description = "The resource's id.")),
+    request_body = InternalAccountPatch,
+    responses(
+        (status = 200, description = "The updated internal account.", body = InternalAccount),
+    ),
+)]
 pub async fn update(
     State(state): State<AppState>,
     principal: Principal,

@@ -5,6 +5,7 @@ mod counterparties;
 mod events;
 mod external_accounts;
 mod internal_accounts;
+pub mod openapi;
 mod payment_orders;
 mod ping;
 mod webhook_endpoints;
@@ -47,6 +48,26 @@ pub fn routes() -> Router<AppState> {
         .route("/webhook_endpoints/{id}/deliveries", get(webhook_endpoints::deliveries))
         .route("/webhook_endpoints/{id}/deliveries/{delivery_id}", get(webhook_endpoints::delivery))
         .route("/webhook_endpoints/{id}/deliveries/{delivery_id}/resend", axum::routing::post(webhook_endpoints::resend))
+}
+
+/// The paging parameters of every list (SPEC L1), for the OpenAPI document.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct PageParams {
+    /// The `X-After-Cursor` of the previous page; absent or empty for the first page.
+    pub after_cursor: Option<String>,
+    /// Items per page: 25 by default; values above 100 are read as 100.
+    #[param(minimum = 1)]
+    pub per_page: Option<u64>,
+}
+
+/// `metadata[key]=value` filters of a list, ANDed (SPEC L2), for the OpenAPI document.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct MetadataParams {
+    /// Only items whose metadata has each of these key-value pairs.
+    #[param(style = DeepObject, explode)]
+    pub metadata: Option<std::collections::BTreeMap<String, String>>,
 }
 
 /// The page a list request asks for.

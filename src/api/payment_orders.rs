@@ -7,13 +7,24 @@ use axum::response::Response;
 use super::{created_json, listed, ok_json, page_spec, param};
 use crate::domain::listing::time_bound;
 use crate::domain::payment_order::ops::{self, PaymentOrderFilter};
-use crate::domain::payment_order::{PaymentOrderInput, PaymentOrderPatch};
+use super::{MetadataParams, PageParams};
+use crate::domain::payment_order::{PaymentOrder, PaymentOrderInput, PaymentOrderPatch};
 use crate::error::Error;
 use crate::http::AppState;
 use crate::http::auth::Principal;
 use crate::http::extract::{JsonBody, PathId, QueryParams};
 use crate::http::idempotency::WriteContext;
 
+#[utoipa::path(
+    post,
+    path = "/api/payment_orders",
+    tag = "payment_orders",
+    operation_id = "createPaymentOrder",
+    request_body = PaymentOrderInput,
+    responses(
+        (status = 201, description = "The payment order (status approved).", body = PaymentOrder),
+    ),
+)]
 pub async fn create(
     State(state): State<AppState>,
     principal: Principal,
@@ -25,11 +36,47 @@ pub async fn create(
     Ok(created_json(json))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/payment_orders/{id}",
+    tag = "payment_orders",
+    operation_id = "retrievePaymentOrder",
+    params(("id" = String, Path, description = "The resource's id.")),
+    responses((status = 200, description = "The payment order.", body = PaymentOrder)),
+)]
 pub async fn retrieve(State(state): State<AppState>, principal: Principal, PathId(id): PathId) -> Result<Response, Error> {
     let scope = principal.scope();
     Ok(ok_json(ops::get(&state.ctx(&scope), &id).await?))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/payment_orders",
+    tag = "payment_orders",
+    operation_id = "listPaymentOrders",
+    params(
+        PageParams,
+        ("type" = Option<String>, Query, description = "A payment type such as ach or wire."),
+        ("priority" = Option<String>, Query, description = "high or normal."),
+        ("counterparty_id" = Option<String>, Query),
+        ("originating_account_id" = Option<String>, Query),
+        ("external_id" = Option<String>, Query),
+        ("status" = Option<String>, Query, description = "A payment order status."),
+        ("direction" = Option<String>, Query, description = "credit or debit."),
+        ("reference_number" = Option<String>, Query),
+        ("transaction_id" = Option<String>, Query),
+        ("effective_date_start" = Option<String>, Query, format = Date),
+        ("effective_date_end" = Option<String>, Query, format = Date),
+        ("created_at_start" = Option<String>, Query, description = "A date (YYYY-MM-DD) or an RFC 3339 date-time."),
+        ("created_at_end" = Option<String>, Query, description = "A date (YYYY-MM-DD) or an RFC 3339 date-time."),
+        ("process_after_start" = Option<String>, Query, description = "A date (YYYY-MM-DD) or an RFC 3339 date-time."),
+        ("process_after_end" = Option<String>, Query, description = "A date (YYYY-MM-DD) or an RFC 3339 date-time."),
+        MetadataParams,
+    ),
+    responses(
+        (status = 200, description = "A page of payment orders, newest first.", body = [PaymentOrder]),
+    ),
+)]
 pub async fn list(State(state): State<AppState>, principal: Principal, query: QueryParams) -> Result<Response, Error> {
     let scope = principal.scope();
     let spec = page_spec(&query)?;
@@ -54,6 +101,15 @@ pub async fn list(State(state): State<AppState>, principal: Principal, query: Qu
     Ok(listed(ops::list(&state.ctx(&scope), &filter, spec).await?, spec))
 }
 
+#[utoipa::path(
+    patch,
+    path = "/api/payment_orders/{id}",
+    tag = "payment_orders",
+    operation_id = "updatePaymentOrder",
+    params(("id" = String, Path, description = "The resource's id.")),
+    request_body = PaymentOrderPatch,
+    responses((status = 200, description = "The updated payment order.", body = PaymentOrder)),
+)]
 pub async fn update(
     State(state): State<AppState>,
     principal: Principal,

@@ -7,8 +7,9 @@ use axum::http::request::Parts;
 use axum::response::Response;
 
 use super::{created_json, listed, no_content, ok_json, page_spec, param};
-use crate::domain::webhook::{self, EndpointInput, UrlPolicy};
-use crate::domain::webhook_delivery;
+use super::PageParams;
+use crate::domain::webhook::{self, CreatedEndpoint, EndpointInput, UrlPolicy, WebhookEndpoint};
+use crate::domain::webhook_delivery::{self, Delivery};
 use crate::error::Error;
 use crate::http::AppState;
 use crate::http::auth::Principal;
@@ -36,6 +37,16 @@ fn policy(state: &AppState) -> UrlPolicy {
     UrlPolicy { allow_private: state.config.webhooks_allow_private }
 }
 
+#[utoipa::path(
+    post,
+    path = "/api/webhook_endpoints",
+    tag = "webhook_endpoints",
+    operation_id = "createWebhookEndpoint",
+    request_body = EndpointInput,
+    responses(
+        (status = 201, description = "The endpoint, with its signing secret (shown this once).", body = CreatedEndpoint),
+    ),
+)]
 pub async fn create(
     State(state): State<AppState>,
     principal: Principal,
@@ -48,23 +59,65 @@ pub async fn create(
     Ok(created_json(json))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/webhook_endpoints/{id}",
+    tag = "webhook_endpoints",
+    operation_id = "retrieveWebhookEndpoint",
+    params(("id" = String, Path, description = "The resource's id.")),
+    responses(
+        (status = 200, description = "The endpoint (never its secret).", body = WebhookEndpoint),
+    ),
+)]
 pub async fn retrieve(State(state): State<AppState>, principal: Principal, PathId(id): PathId) -> Result<Response, Error> {
     let scope = principal.scope();
     Ok(ok_json(webhook::get(&state.ctx(&scope), &id).await?))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/webhook_endpoints",
+    tag = "webhook_endpoints",
+    operation_id = "listWebhookEndpoints",
+    params(PageParams),
+    responses(
+        (status = 200, description = "A page of endpoints, newest first.", body = [WebhookEndpoint]),
+    ),
+)]
 pub async fn list(State(state): State<AppState>, principal: Principal, query: QueryParams) -> Result<Response, Error> {
     let scope = principal.scope();
     let spec = page_spec(&query)?;
     Ok(listed(webhook::list(&state.ctx(&scope), spec).await?, spec))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/api/webhook_endpoints/{id}",
+    tag = "webhook_endpoints",
+    operation_id = "deleteWebhookEndpoint",
+    params(("id" = String, Path, description = "The resource's id.")),
+    responses((status = 204, description = "Deleted; nothing more is sent to it.")),
+)]
 pub async fn delete(State(state): State<AppState>, principal: Principal, write: WriteContext, PathId(id): PathId) -> Result<Response, Error> {
     let scope = principal.scope();
     webhook::delete(&state.ctx(&scope), &state.committer(&write, StatusCode::NO_CONTENT), &id).await?;
     Ok(no_content())
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/webhook_endpoints/{id}/deliveries",
+    tag = "webhook_endpoints",
+    operation_id = "listWebhookDeliveries",
+    params(
+        ("id" = String, Path, description = "The resource's id."),
+        PageParams,
+        ("status" = Option<String>, Query, description = "pending, delivered or failed."),
+    ),
+    responses(
+        (status = 200, description = "A page of the endpoint's deliveries, newest first.", body = [Delivery]),
+    ),
+)]
 pub async fn deliveries(State(state): State<AppState>, principal: Principal, PathId(id): PathId, query: QueryParams) -> Result<Response, Error> {
     let scope = principal.scope();
     let spec = page_spec(&query)?;
@@ -72,11 +125,33 @@ pub async fn deliveries(State(state): State<AppState>, principal: Principal, Pat
     Ok(listed(webhook_delivery::list(&state.ctx(&scope), &id, status.as_deref(), spec).await?, spec))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/webhook_endpoints/{id}/deliveries/{delivery_id}",
+    tag = "webhook_endpoints",
+    operation_id = "retrieveWebhookDelivery",
+    params(
+        ("id" = String, Path, description = "The resource's id."),
+        ("delivery_id" = String, Path, description = "The delivery's id (the X-Webhook-ID it is sent with)."),
+    ),
+    responses((status = 200, description = "The delivery.", body = Delivery)),
+)]
 pub async fn delivery(State(state): State<AppState>, principal: Principal, path: DeliveryPath) -> Result<Response, Error> {
     let scope = principal.scope();
     Ok(ok_json(webhook_delivery::get(&state.ctx(&scope), &path.endpoint_id, &path.delivery_id).await?))
 }
 
+#[utoipa::path(
+    post,
+    path = "/api/webhook_endpoints/{id}/deliveries/{delivery_id}/resend",
+    tag = "webhook_endpoints",
+    operation_id = "resendWebhookDelivery",
+    params(
+        ("id" = String, Path, description = "The resource's id."),
+        ("delivery_id" = String, Path, description = "The delivery's id (the X-Webhook-ID it is sent with)."),
+    ),
+    responses((status = 200, description = "The delivery, pending again.", body = Delivery)),
+)]
 pub async fn resend(State(state): State<AppState>, principal: Principal, write: WriteContext, path: DeliveryPath) -> Result<Response, Error> {
     let scope = principal.scope();
     let retry = crate::webhooks::retry_policy(&state.config);

@@ -149,7 +149,8 @@ impl fmt::Debug for KeyHasher {
 }
 
 /// An API key as stored (without its hash) and as shown by `GET /api/api_keys/current`.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, utoipa::ToSchema)]
+#[schema(as = api_key)]
 pub struct ApiKey {
     pub id: String,
     pub object: &'static str,

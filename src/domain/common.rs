@@ -2,8 +2,9 @@
 //! contact details; and the small helpers every resource module uses.
 
 use serde::{Deserialize, Deserializer, Serialize};
+use utoipa::ToSchema;
 
-use super::enums;
+use super::{enums, schema};
 use super::time::Timestamp;
 use super::validate::{self, TEXT_LEN_MAX};
 use crate::error::Result;
@@ -25,7 +26,8 @@ pub struct Stamp {
     pub now: Timestamp,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, ToSchema)]
+#[schema(as = address)]
 pub struct Address {
     pub id: String,
     pub object: String,
@@ -40,7 +42,8 @@ pub struct Address {
     pub updated_at: Timestamp,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[schema(as = address_request)]
 pub struct AddressInput {
     pub line1: Option<String>,
     pub line2: Option<String>,
@@ -69,22 +72,26 @@ impl AddressInput {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, ToSchema)]
+#[schema(as = account_detail)]
 pub struct AccountDetail {
     pub id: String,
     pub object: String,
     pub live_mode: bool,
     pub account_number: Option<String>,
     pub account_number_safe: String,
+    #[schema(schema_with = schema::account_number_type)]
     pub account_number_type: String,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
     pub discarded_at: Option<Timestamp>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[schema(as = account_detail_request)]
 pub struct AccountDetailInput {
     pub account_number: String,
+    #[schema(schema_with = schema::account_number_type_or_null)]
     pub account_number_type: Option<String>,
 }
 
@@ -114,13 +121,16 @@ pub fn account_detail(number: String, number_type: String, stamp: Stamp) -> Acco
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, ToSchema)]
+#[schema(as = routing_detail)]
 pub struct RoutingDetail {
     pub id: String,
     pub object: String,
     pub live_mode: bool,
+    #[schema(schema_with = schema::payment_type_or_null)]
     pub payment_type: Option<String>,
     pub routing_number: String,
+    #[schema(schema_with = schema::routing_number_type)]
     pub routing_number_type: String,
     /// Payrail has no bank directory: the name is empty unless Payrail made the account.
     pub bank_name: String,
@@ -130,10 +140,13 @@ pub struct RoutingDetail {
     pub discarded_at: Option<Timestamp>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[schema(as = routing_detail_request)]
 pub struct RoutingDetailInput {
     pub routing_number: String,
+    #[schema(schema_with = schema::routing_number_type)]
     pub routing_number_type: String,
+    #[schema(schema_with = schema::payment_type_or_null)]
     pub payment_type: Option<String>,
 }
 
@@ -166,25 +179,30 @@ pub fn routing_detail(number: String, routing_type: String, payment_type: Option
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, ToSchema)]
+#[schema(as = contact_detail)]
 pub struct ContactDetail {
     pub id: String,
     pub object: String,
     pub live_mode: bool,
     pub contact_identifier: String,
+    #[schema(schema_with = schema::contact_identifier_type)]
     pub contact_identifier_type: String,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
     pub discarded_at: Option<Timestamp>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[schema(as = contact_detail_request)]
 pub struct ContactDetailInput {
+    #[schema(value_type = String, required = true)]
     pub contact_identifier: Option<String>,
+    #[schema(schema_with = schema::contact_identifier_type_or_null)]
     pub contact_identifier_type: Option<String>,
 }
 
-const CONTACT_TYPES: &[&str] = &["email", "phone_number", "website"];
+pub const CONTACT_TYPES: &[&str] = &["email", "phone_number", "website"];
 
 impl ContactDetailInput {
     pub fn build(&self, param: &str, stamp: Stamp) -> Result<ContactDetail> {

@@ -3,13 +3,14 @@
 //! separate objects whose parent is the counterparty, so either side can change alone.
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use super::common::{Stamp, new_id, nullable};
 use super::external_account::{self, ExternalAccountInput};
 use super::listing::{self, ListedPage, PageSpec};
 use super::time::Timestamp;
 use super::validate::{self, Metadata, MetadataPatch, TEXT_LEN_MAX};
-use super::{Commit, Ctx, event, retry_on_conflict};
+use super::{Commit, Ctx, event, retry_on_conflict, schema};
 use crate::error::{Error, Result};
 use crate::store::{Filter, ObjectRecord, StoredObject, Term, Write, WriteBatch};
 
@@ -17,7 +18,8 @@ pub const KIND: &str = "counterparty";
 /// Accounts a counterparty may be created with in one request.
 pub const INLINE_ACCOUNTS_MAX: usize = 20;
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = counterparty)]
 pub struct Counterparty {
     pub id: String,
     pub object: String,
@@ -25,7 +27,9 @@ pub struct Counterparty {
     pub name: Option<String>,
     pub email: Option<String>,
     /// Filled from the counterparty's external accounts when read; stored empty.
+    #[schema(schema_with = external_account::embedded_list_schema)]
     pub accounts: Vec<serde_json::Value>,
+    #[schema(schema_with = schema::metadata)]
     pub metadata: Metadata,
     pub external_id: Option<String>,
     pub legal_entity_id: Option<String>,
@@ -36,28 +40,37 @@ pub struct Counterparty {
     pub discarded_at: Option<Timestamp>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[schema(as = counterparty_create_request)]
 pub struct CounterpartyInput {
     #[serde(default, deserialize_with = "nullable")]
+    #[schema(value_type = String, required = true)]
     pub name: Option<Option<String>>,
     pub email: Option<String>,
     pub external_id: Option<String>,
+    #[schema(schema_with = schema::metadata_or_null)]
     pub metadata: Option<Metadata>,
     pub send_remittance_advice: Option<bool>,
     #[serde(default)]
     pub accounts: Vec<ExternalAccountInput>,
+    /// Not supported (422); not in the published schema.
+    #[schema(ignore)]
     pub legal_entity: Option<serde_json::Value>,
+    #[schema(ignore)]
     pub legal_entity_id: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[schema(as = counterparty_update_request)]
 pub struct CounterpartyPatch {
     pub name: Option<String>,
     pub email: Option<String>,
     #[serde(default, deserialize_with = "nullable")]
     pub external_id: Option<Option<String>>,
+    #[schema(schema_with = schema::metadata_patch_or_null)]
     pub metadata: Option<MetadataPatch>,
     pub send_remittance_advice: Option<bool>,
+    #[schema(ignore)]
     pub legal_entity_id: Option<String>,
 }
 

@@ -12,8 +12,10 @@ use crate::store::{ObjectRecord, Term};
 
 pub const KIND: &str = "event";
 
-#[derive(Serialize)]
-struct EventDoc<'a> {
+/// An event as stored and served (`GET /api/events`).
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(as = event)]
+pub struct EventDoc<'a> {
     id: &'a str,
     object: &'static str,
     live_mode: bool,
@@ -21,6 +23,8 @@ struct EventDoc<'a> {
     event_name: &'a str,
     event_time: Timestamp,
     entity_id: &'a str,
+    /// The resource as the API returned it after the change.
+    #[schema(value_type = Object)]
     data: &'a RawValue,
     created_at: Timestamp,
     updated_at: Timestamp,

@@ -1,6 +1,7 @@
 //! External accounts: a counterparty's bank accounts, the receiving side of payments.
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use super::common::{
     AccountDetail, AccountDetailInput, Address, AddressInput, ContactDetail, ContactDetailInput, PARTY_TYPES, RoutingDetail,
@@ -9,19 +10,22 @@ use super::common::{
 use super::listing::{self, ListedPage, PageSpec};
 use super::time::Timestamp;
 use super::validate::{self, Metadata, MetadataPatch, TEXT_LEN_MAX};
-use super::{Commit, Ctx, counterparty, enums, event, retry_on_conflict};
+use super::{Commit, Ctx, counterparty, enums, event, retry_on_conflict, schema};
 use crate::error::{Error, Result};
 use crate::store::{Filter, ObjectRecord, StoredObject, Term, Write, WriteBatch};
 
 pub const KIND: &str = "external_account";
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = external_account)]
 pub struct ExternalAccount {
     pub id: String,
     pub object: String,
     pub live_mode: bool,
+    #[schema(schema_with = schema::account_type)]
     pub account_type: String,
     pub party_name: String,
+    #[schema(schema_with = schema::party_type_or_null)]
     pub party_type: Option<String>,
     pub party_address: Option<Address>,
     pub name: Option<String>,
@@ -29,6 +33,7 @@ pub struct ExternalAccount {
     pub account_details: Vec<AccountDetail>,
     pub routing_details: Vec<RoutingDetail>,
     pub contact_details: Vec<ContactDetail>,
+    #[schema(schema_with = schema::metadata)]
     pub metadata: Metadata,
     pub external_id: Option<String>,
     pub ledger_account_id: Option<String>,
@@ -41,12 +46,16 @@ pub struct ExternalAccount {
 }
 
 /// The fields of an external account as a client creates it (alone or inside a counterparty).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[schema(as = external_account_create_request)]
 pub struct ExternalAccountInput {
     #[serde(default, deserialize_with = "nullable")]
+    #[schema(format = "uuid")]
     pub counterparty_id: Option<Option<String>>,
+    #[schema(schema_with = schema::account_type_or_null)]
     pub account_type: Option<String>,
     pub party_name: Option<String>,
+    #[schema(schema_with = schema::party_type_or_null)]
     pub party_type: Option<String>,
     pub party_address: Option<AddressInput>,
     pub name: Option<String>,
@@ -56,23 +65,32 @@ pub struct ExternalAccountInput {
     pub routing_details: Vec<RoutingDetailInput>,
     #[serde(default)]
     pub contact_details: Vec<ContactDetailInput>,
+    #[schema(schema_with = schema::metadata_or_null)]
     pub metadata: Option<Metadata>,
     pub external_id: Option<String>,
+    /// Not supported (422); not in the published schema.
+    #[schema(ignore)]
     pub ledger_account: Option<serde_json::Value>,
+    #[schema(ignore)]
     pub plaid_processor_token: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[schema(as = external_account_update_request)]
 pub struct ExternalAccountPatch {
+    #[schema(schema_with = schema::account_type_or_null)]
     pub account_type: Option<String>,
     #[serde(default, deserialize_with = "nullable")]
+    #[schema(format = "uuid")]
     pub counterparty_id: Option<Option<String>>,
+    #[schema(schema_with = schema::metadata_patch_or_null)]
     pub metadata: Option<MetadataPatch>,
     #[serde(default, deserialize_with = "nullable")]
     pub name: Option<Option<String>>,
     pub party_address: Option<AddressInput>,
     pub party_name: Option<String>,
     #[serde(default, deserialize_with = "nullable")]
+    #[schema(schema_with = schema::party_type_or_null)]
     pub party_type: Option<Option<String>>,
     #[serde(default, deserialize_with = "nullable")]
     pub external_id: Option<Option<String>>,
@@ -182,6 +200,19 @@ fn parse(stored: &StoredObject) -> Result<ExternalAccount> {
 }
 
 /// The account as embedded in its counterparty: the same object without `counterparty_id`.
+/// The schema of `Counterparty.accounts`: external accounts as [`embedded`] renders them, that
+/// is without `counterparty_id`.
+pub fn embedded_list_schema() -> utoipa::openapi::schema::Array {
+    use utoipa::openapi::{RefOr, schema::Schema};
+    let mut item = match <ExternalAccount as utoipa::PartialSchema>::schema() {
+        RefOr::T(Schema::Object(object)) => object,
+        _ => unreachable!("an external account's schema is an object"),
+    };
+    item.properties.retain(|name, _| name != "counterparty_id");
+    item.required.retain(|name| name != "counterparty_id");
+    utoipa::openapi::schema::ArrayBuilder::new().items(item).build()
+}
+
 pub fn embedded(doc: &str) -> Result<serde_json::Value> {
     let mut value: serde_json::Value = serde_json::from_str(doc).map_err(|e| Error::internal(format!("stored external account: {e}")))?;
     if let Some(map) = value.as_object_mut() {

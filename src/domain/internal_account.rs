@@ -7,6 +7,7 @@
 
 use rand::Rng;
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 use sha2::{Digest, Sha256};
 
 use super::api_key::Scope;
@@ -14,7 +15,7 @@ use super::common::{AccountDetail, Address, AddressInput, PARTY_TYPES, RoutingDe
 use super::listing::{self, ListedPage, PageSpec};
 use super::time::Timestamp;
 use super::validate::{self, Metadata, MetadataPatch, TEXT_LEN_MAX};
-use super::{Commit, Ctx, counterparty, enums, event, retry_on_conflict};
+use super::{Commit, Ctx, counterparty, enums, event, retry_on_conflict, schema};
 use crate::error::{Error, Result};
 use crate::store::{Filter, ObjectRecord, StoredObject, Term, Write, WriteBatch};
 
@@ -22,10 +23,13 @@ pub const KIND: &str = "internal_account";
 /// Routing number of Payrail's simulated bank: ABA-valid, in a Federal Reserve district range.
 pub const SANDBOX_ROUTING_NUMBER: &str = "110000000";
 pub const SANDBOX_BANK_NAME: &str = "Payrail Sandbox Bank";
-const STATUSES: &[&str] = &["active", "closed", "pending_activation", "pending_closure", "suspended"];
+/// The only status a client may ask for; the bank moves the account on from there.
+pub const CLIENT_STATUSES: &[&str] = &["pending_closure"];
+pub const STATUSES: &[&str] = &["active", "closed", "pending_activation", "pending_closure", "suspended"];
 const DIRECTIONS: &[&str] = &["credit", "debit"];
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = connection)]
 pub struct Connection {
     pub id: String,
     pub object: String,
@@ -38,12 +42,15 @@ pub struct Connection {
     pub discarded_at: Option<Timestamp>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = account_capability)]
 pub struct AccountCapability {
     pub id: String,
     pub object: String,
     pub live_mode: bool,
+    #[schema(schema_with = schema::direction)]
     pub direction: String,
+    #[schema(schema_with = schema::payment_type)]
     pub payment_type: String,
     pub identifier: Option<String>,
     pub created_at: Timestamp,
@@ -51,16 +58,20 @@ pub struct AccountCapability {
     pub discarded_at: Option<Timestamp>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = internal_account)]
 pub struct InternalAccount {
     pub id: String,
     pub object: String,
     pub live_mode: bool,
     pub name: Option<String>,
+    #[schema(schema_with = schema::account_type_or_null)]
     pub account_type: Option<String>,
     pub party_name: String,
+    #[schema(schema_with = schema::party_type_or_null)]
     pub party_type: Option<String>,
     pub party_address: Option<Address>,
+    #[schema(schema_with = schema::currency)]
     pub currency: String,
     pub account_details: Vec<AccountDetail>,
     pub routing_details: Vec<RoutingDetail>,
@@ -73,50 +84,75 @@ pub struct InternalAccount {
     pub legal_entity_id: Option<String>,
     pub debitable: Option<bool>,
     pub external_id: Option<String>,
+    #[schema(schema_with = schema::metadata)]
     pub metadata: Metadata,
+    #[schema(schema_with = schema::internal_account_status_or_null)]
     pub status: Option<String>,
     pub vendor_id: Option<String>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[schema(as = account_capability_request)]
 pub struct CapabilityInput {
+    #[schema(schema_with = schema::direction)]
     pub direction: String,
+    #[schema(schema_with = schema::payment_type)]
     pub payment_type: String,
     pub identifier: Option<String>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[schema(as = internal_account_create_request)]
 pub struct InternalAccountInput {
+    #[schema(value_type = String, required = true)]
     pub name: Option<String>,
+    #[schema(schema_with = schema::currency, required = true)]
     pub currency: Option<String>,
+    #[schema(schema_with = schema::account_type_or_null)]
     pub account_type: Option<String>,
     pub party_name: Option<String>,
+    #[schema(schema_with = schema::party_type_or_null)]
     pub party_type: Option<String>,
     pub party_address: Option<AddressInput>,
     #[serde(default)]
     pub account_capabilities: Vec<CapabilityInput>,
+    #[schema(format = "uuid")]
     pub connection_id: Option<String>,
+    #[schema(format = "uuid")]
     pub counterparty_id: Option<String>,
+    #[schema(format = "uuid")]
     pub parent_account_id: Option<String>,
+    /// Not supported (422); not in the published schema.
+    #[schema(ignore)]
     pub legal_entity_id: Option<String>,
     pub debitable: Option<bool>,
     pub external_id: Option<String>,
+    #[schema(schema_with = schema::metadata_or_null)]
     pub metadata: Option<Metadata>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[schema(as = internal_account_update_request)]
 pub struct InternalAccountPatch {
     pub name: Option<String>,
+    #[schema(schema_with = schema::metadata_patch_or_null)]
     pub metadata: Option<MetadataPatch>,
     #[serde(default, deserialize_with = "nullable")]
     pub external_id: Option<Option<String>>,
+    #[schema(format = "uuid")]
     pub counterparty_id: Option<String>,
+    #[schema(format = "uuid")]
     pub parent_account_id: Option<String>,
     pub party_address: Option<AddressInput>,
+    /// Clients may only ask for `pending_closure`.
+    #[schema(schema_with = schema::internal_account_client_status_or_null)]
     pub status: Option<String>,
+    /// Not supported (422); not in the published schema.
+    #[schema(ignore)]
     pub ledger_account_id: Option<String>,
+    #[schema(ignore)]
     pub contra_ledger_account_id: Option<String>,
 }
 
@@ -256,7 +292,7 @@ impl InternalAccount {
         }
         if let Some(status) = &patch.status {
             // Clients may only ask for closure; the bank moves the account on from there.
-            self.status = Some(validate::one_of("status", status, &["pending_closure"])?);
+            self.status = Some(validate::one_of("status", status, CLIENT_STATUSES)?);
         }
         self.updated_at = stamp.now;
         Ok(())

@@ -11,6 +11,7 @@ pub mod internal_account;
 pub mod keys;
 pub mod listing;
 pub mod payment_order;
+pub mod schema;
 pub mod time;
 pub mod validate;
 pub mod webhook;

@@ -76,6 +76,23 @@ impl<'de> Deserialize<'de> for Timestamp {
     }
 }
 
+/// On the wire a timestamp is an RFC 3339 date-time string (schema `timestamp`).
+impl utoipa::PartialSchema for Timestamp {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(utoipa::openapi::KnownFormat::DateTime)))
+            .description(Some("An RFC 3339 date-time in UTC, with microseconds: 2026-01-02T03:04:05.123456Z."))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for Timestamp {
+    fn name() -> std::borrow::Cow<'static, str> {
+        std::borrow::Cow::Borrowed("timestamp")
+    }
+}
+
 /// Where "now" comes from.
 pub trait Clock: Send + Sync + fmt::Debug {
     fn now(&self) -> Timestamp;

@@ -67,6 +67,10 @@ pub fn metadata(param: &str, value: Option<&Metadata>) -> Result<Metadata> {
         if key_len == 0 || key_len > METADATA_KEY_LEN_MAX {
             return Err(Error::invalid(param, format!("{param} keys are 1 to {METADATA_KEY_LEN_MAX} characters")));
         }
+        // No store keeps NUL in text alike (PostgreSQL refuses it): refused on every store.
+        if key.contains('\0') || val.contains('\0') {
+            return Err(Error::invalid(param, format!("{param} keys and values must not contain NUL characters")));
+        }
         if val.chars().count() > METADATA_VALUE_LEN_MAX {
             return Err(Error::invalid(
                 format!("{param}.{key}"),

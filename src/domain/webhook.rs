@@ -260,7 +260,8 @@ pub fn wants(names: &[String], resource: &str, event_name: &str) -> bool {
         })
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = webhook_endpoint)]
 pub struct WebhookEndpoint {
     pub id: String,
     pub object: String,
@@ -272,15 +273,20 @@ pub struct WebhookEndpoint {
 }
 
 /// The reply to the POST that made an endpoint: the only one with the secret.
-#[derive(Serialize)]
-struct CreatedEndpoint<'a> {
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(as = webhook_endpoint_created)]
+pub struct CreatedEndpoint<'a> {
     #[serde(flatten)]
     endpoint: &'a WebhookEndpoint,
+    /// The signing secret (`whsec_...`): shown in this reply only (SPEC W1).
     secret: &'a str,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
+#[schema(as = webhook_endpoint_create_request)]
 pub struct EndpointInput {
+    /// `https` (or `http` to a loopback host) URL the events are POSTed to.
+    #[schema(value_type = String, required = true, format = "uri")]
     pub url: Option<String>,
     pub event_names: Option<Vec<String>>,
 }

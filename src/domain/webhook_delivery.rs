@@ -30,6 +30,8 @@ pub const KIND: &str = "webhook_delivery";
 pub const PENDING: &str = "pending";
 pub const DELIVERED: &str = "delivered";
 pub const FAILED: &str = "failed";
+/// Every status a delivery can have.
+pub const STATUSES: &[&str] = &[PENDING, DELIVERED, FAILED];
 /// Longest error text kept on a delivery.
 const ERROR_LEN_MAX: usize = 500;
 /// Re-reads a delivery whose replace lost a race, at most this often.
@@ -44,7 +46,8 @@ pub fn due_term(endpoint_id: &str) -> String {
 }
 
 /// A delivery as the API shows it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = webhook_delivery)]
 pub struct Delivery {
     pub id: String,
     pub object: String,
@@ -54,6 +57,7 @@ pub struct Delivery {
     pub resource: String,
     pub event_name: String,
     /// `pending`, `delivered` or `failed`.
+    #[schema(schema_with = super::schema::delivery_status)]
     pub status: String,
     pub attempts: u32,
     pub last_attempt_at: Option<Timestamp>,

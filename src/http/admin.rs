@@ -1,4 +1,5 @@
-//! The admin listener (SPEC K3): plain HTTP, loopback by default, `/healthz` and `/metrics`.
+//! The admin listener (SPEC K3): plain HTTP, loopback by default, `/healthz`, `/metrics` and
+//! `/openapi.json` (the API's OpenAPI document, `crate::api::openapi`).
 //! It serves nothing of the API and needs no key; keep it off public interfaces.
 
 use axum::Router;
@@ -10,7 +11,18 @@ use axum::routing::get;
 use super::AppState;
 
 pub fn router(state: AppState) -> Router {
-    Router::new().route("/healthz", get(healthz)).route("/metrics", get(metrics)).with_state(state)
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics))
+        .route("/openapi.json", get(openapi))
+        .with_state(state)
+}
+
+/// The OpenAPI document, generated once.
+async fn openapi() -> impl IntoResponse {
+    static DOCUMENT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let body = DOCUMENT.get_or_init(crate::api::openapi::json).clone();
+    ([(header::CONTENT_TYPE, "application/json")], body)
 }
 
 async fn healthz(State(state): State<AppState>) -> impl IntoResponse {

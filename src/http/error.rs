@@ -7,15 +7,23 @@ use serde::Serialize;
 
 use crate::error::{AuthFailure, Error};
 
-#[derive(Serialize)]
-struct Body<'a> {
+/// The error body of every failed request (SPEC L3).
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(as = error_message)]
+pub struct Body<'a> {
     errors: Detail<'a>,
 }
 
-#[derive(Serialize)]
-struct Detail<'a> {
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(as = error_detail)]
+pub struct Detail<'a> {
+    /// What went wrong, for programs: `parameter_invalid`, `parameter_missing`, `invalid_key`,
+    /// `resource_not_found`, `conflict`, `malformed_json`, `rate_limit_exceeded`, ...
     code: &'a str,
+    /// What went wrong, for people.
     message: &'a str,
+    /// The parameter at fault (a body field path such as `accounts[0].name`, a query
+    /// parameter, or a header such as `Idempotency-Key`), or `null`.
     parameter: Option<&'a str>,
 }
 

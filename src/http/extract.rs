@@ -56,7 +56,7 @@ fn body_error(rejection: BytesRejection, limit_bytes: usize) -> Error {
 pub const JSON_DEPTH_MAX: usize = 32;
 
 /// Whether the JSON text nests deeper than `limit` (strings are skipped, escapes honoured).
-fn nests_deeper_than(bytes: &[u8], limit: usize) -> bool {
+pub fn nests_deeper_than(bytes: &[u8], limit: usize) -> bool {
     let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
     for &b in bytes {
         if in_string {
@@ -152,7 +152,13 @@ impl<S: Send + Sync> FromRequestParts<S> for QueryParams {
     type Rejection = Error;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        Ok(QueryParams::parse(parts.uri.query()))
+        let query = QueryParams::parse(parts.uri.query());
+        // A NUL can match nothing stored, and PostgreSQL refuses it in text: 422, on every store.
+        if let Some((name, _)) = query.0.iter().find(|(k, v)| k.contains('\0') || v.contains('\0')) {
+            let name = name.replace('\0', "");
+            return Err(Error::invalid(name.clone(), format!("{name} must not contain NUL characters")));
+        }
+        Ok(query)
     }
 }
 

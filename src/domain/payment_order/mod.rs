@@ -7,8 +7,10 @@ pub mod ops;
 pub mod status;
 
 use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
 
 use super::common::{AddressInput, nullable};
+use super::schema;
 use super::external_account::ExternalAccountInput;
 use super::time::Timestamp;
 use super::validate::{Metadata, MetadataPatch};
@@ -24,13 +26,15 @@ pub const CHARGE_BEARERS: &[&str] = &["shared", "sender", "receiver"];
 pub const RECONCILIATION_STATUSES: &[&str] = &["unreconciled", "tentatively_reconciled", "reconciled"];
 pub const FX_INDICATORS: &[&str] = &["fixed_to_variable", "variable_to_fixed"];
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, ToSchema)]
+#[schema(as = payment_order_accounting)]
 pub struct Accounting {
     pub account_id: Option<String>,
     pub class_id: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, ToSchema)]
+#[schema(as = payment_order_party_address)]
 pub struct PartyAddress {
     pub line1: Option<String>,
     pub line2: Option<String>,
@@ -41,7 +45,8 @@ pub struct PartyAddress {
 }
 
 /// A return, as the bank reports it (the sandbox bank makes one for the return magic amount).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, ToSchema)]
+#[schema(as = r#return)]
 pub struct ReturnObject {
     pub id: String,
     pub object: String,
@@ -55,6 +60,7 @@ pub struct ReturnObject {
     pub corrections: Option<serde_json::Value>,
     pub current_return: Option<serde_json::Value>,
     pub data: Option<serde_json::Value>,
+    #[schema(schema_with = schema::date_or_null)]
     pub date_of_death: Option<String>,
     pub discarded_at: Option<Timestamp>,
     pub internal_account_id: Option<String>,
@@ -73,35 +79,47 @@ pub struct ReturnObject {
     pub updated_at: Timestamp,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = payment_order)]
 pub struct PaymentOrder {
     pub id: String,
     pub object: String,
     pub live_mode: bool,
     #[serde(rename = "type")]
+    #[schema(schema_with = schema::payment_type)]
     pub payment_type: String,
+    #[schema(schema_with = schema::payment_subtype_or_null)]
     pub subtype: Option<String>,
     pub amount: i64,
+    #[schema(schema_with = schema::currency)]
     pub currency: String,
+    #[schema(schema_with = schema::direction)]
     pub direction: String,
+    #[schema(schema_with = schema::payment_order_status)]
     pub status: String,
+    #[schema(schema_with = schema::priority)]
     pub priority: String,
     pub originating_account_id: String,
+    #[schema(schema_with = schema::originating_account_type)]
     pub originating_account_type: String,
     pub receiving_account_id: String,
+    #[schema(schema_with = schema::receiving_account_type)]
     pub receiving_account_type: String,
     pub counterparty_id: Option<String>,
+    #[schema(schema_with = schema::date)]
     pub effective_date: String,
     pub description: Option<String>,
     pub statement_descriptor: Option<String>,
     pub remittance_information: Option<String>,
     pub purpose: Option<String>,
+    #[schema(schema_with = schema::metadata)]
     pub metadata: Metadata,
     pub external_id: Option<String>,
     pub process_after: Option<Timestamp>,
     pub expires_at: Option<Timestamp>,
     pub send_remittance_advice: Option<bool>,
     pub nsf_protected: bool,
+    #[schema(schema_with = schema::charge_bearer_or_null)]
     pub charge_bearer: Option<String>,
     pub accounting: Accounting,
     pub accounting_category_id: Option<String>,
@@ -110,11 +128,13 @@ pub struct PaymentOrder {
     pub current_hold: Option<serde_json::Value>,
     pub current_return: Option<ReturnObject>,
     pub foreign_exchange_contract: Option<String>,
+    #[schema(schema_with = schema::foreign_exchange_indicator_or_null)]
     pub foreign_exchange_indicator: Option<String>,
     pub foreign_exchange_rate: Option<serde_json::Value>,
     pub ledger_transaction_id: Option<String>,
     pub originating_party_name: Option<String>,
     pub originating_party_address: Option<PartyAddress>,
+    #[schema(schema_with = schema::reconciliation_status)]
     pub reconciliation_status: String,
     pub reference_numbers: Vec<serde_json::Value>,
     pub transaction_ids: Vec<String>,
@@ -131,63 +151,92 @@ pub struct PaymentOrder {
     pub updated_at: Timestamp,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[schema(as = line_item_request)]
 pub struct LineItemInput {
+    #[schema(minimum = 1, maximum = 9_007_199_254_740_991.0)]
     pub amount: i64,
     pub description: Option<String>,
+    #[schema(schema_with = schema::metadata_or_null)]
     pub metadata: Option<Metadata>,
 }
 
 /// The create request (SDK `PaymentOrderCreateParams`).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[schema(as = payment_order_create_request)]
 pub struct PaymentOrderInput {
     #[serde(rename = "type")]
+    #[schema(schema_with = schema::payment_type, required = true)]
     pub payment_type: Option<String>,
+    #[schema(schema_with = schema::payment_subtype_or_null)]
     pub subtype: Option<String>,
+    #[schema(value_type = i64, required = true, minimum = 1, maximum = 9_007_199_254_740_991.0)]
     pub amount: Option<i64>,
+    #[schema(schema_with = schema::direction, required = true)]
     pub direction: Option<String>,
+    #[schema(value_type = String, required = true, format = "uuid")]
     pub originating_account_id: Option<String>,
+    #[schema(format = "uuid")]
     pub receiving_account_id: Option<String>,
     pub receiving_account: Option<ExternalAccountInput>,
+    #[schema(schema_with = schema::currency_or_null)]
     pub currency: Option<String>,
+    #[schema(schema_with = schema::date_or_null)]
     pub effective_date: Option<String>,
+    #[schema(schema_with = schema::priority_or_null)]
     pub priority: Option<String>,
     pub description: Option<String>,
     pub statement_descriptor: Option<String>,
     pub remittance_information: Option<String>,
     pub purpose: Option<String>,
+    #[schema(schema_with = schema::metadata_or_null)]
     pub metadata: Option<Metadata>,
     pub external_id: Option<String>,
     #[serde(default)]
     pub line_items: Vec<LineItemInput>,
+    #[schema(schema_with = schema::date_time_or_null)]
     pub process_after: Option<String>,
+    #[schema(schema_with = schema::date_time_or_null)]
     pub expires_at: Option<String>,
     pub send_remittance_advice: Option<bool>,
     pub nsf_protected: Option<bool>,
+    #[schema(schema_with = schema::charge_bearer_or_null)]
     pub charge_bearer: Option<String>,
+    #[schema(inline)]
     pub accounting: Option<Accounting>,
     pub originating_party_name: Option<String>,
     pub originating_party_address: Option<AddressInput>,
     pub foreign_exchange_contract: Option<String>,
+    #[schema(schema_with = schema::foreign_exchange_indicator_or_null)]
     pub foreign_exchange_indicator: Option<String>,
+    #[schema(schema_with = schema::reconciliation_status_or_null)]
     pub reconciliation_status: Option<String>,
     pub ultimate_originating_party_identifier: Option<String>,
     pub ultimate_originating_party_name: Option<String>,
     pub ultimate_receiving_party_identifier: Option<String>,
     pub ultimate_receiving_party_name: Option<String>,
+    #[schema(ignore)]
     pub ledger_transaction: Option<serde_json::Value>,
+    #[schema(ignore)]
     pub ledger_transaction_id: Option<String>,
+    #[schema(ignore)]
     pub ultimate_originating_account_id: Option<String>,
+    #[schema(ignore)]
     pub documents: Option<serde_json::Value>,
 }
 
 /// The update request. Fields that fix what and between whom money moves (type, direction,
 /// accounts, currency) cannot change after creation: cancel and create another.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[schema(as = payment_order_update_request)]
 pub struct PaymentOrderPatch {
+    #[schema(schema_with = schema::payment_order_status_or_null)]
     pub status: Option<String>,
+    #[schema(minimum = 1, maximum = 9_007_199_254_740_991.0)]
     pub amount: Option<i64>,
+    #[schema(schema_with = schema::date_or_null)]
     pub effective_date: Option<String>,
+    #[schema(schema_with = schema::priority_or_null)]
     pub priority: Option<String>,
     #[serde(default, deserialize_with = "nullable")]
     pub description: Option<Option<String>>,
@@ -197,29 +246,41 @@ pub struct PaymentOrderPatch {
     pub remittance_information: Option<Option<String>>,
     #[serde(default, deserialize_with = "nullable")]
     pub purpose: Option<Option<String>>,
+    #[schema(schema_with = schema::metadata_patch_or_null)]
     pub metadata: Option<MetadataPatch>,
     #[serde(default, deserialize_with = "nullable")]
     pub external_id: Option<Option<String>>,
     #[serde(default, deserialize_with = "nullable")]
+    #[schema(schema_with = schema::date_time_or_null)]
     pub process_after: Option<Option<String>>,
     #[serde(default, deserialize_with = "nullable")]
+    #[schema(schema_with = schema::date_time_or_null)]
     pub expires_at: Option<Option<String>>,
     #[serde(default, deserialize_with = "nullable")]
     pub send_remittance_advice: Option<Option<bool>>,
     pub nsf_protected: Option<bool>,
     #[serde(default, deserialize_with = "nullable")]
+    #[schema(schema_with = schema::payment_subtype_or_null)]
     pub subtype: Option<Option<String>>,
     #[serde(default, deserialize_with = "nullable")]
     pub originating_party_name: Option<Option<String>>,
     #[serde(rename = "type")]
+    #[schema(ignore)]
     pub payment_type: Option<String>,
+    #[schema(ignore)]
     pub direction: Option<String>,
+    #[schema(ignore)]
     pub currency: Option<String>,
+    #[schema(ignore)]
     pub originating_account_id: Option<String>,
+    #[schema(ignore)]
     pub receiving_account_id: Option<String>,
+    #[schema(ignore)]
     pub receiving_account: Option<serde_json::Value>,
     #[serde(default, deserialize_with = "nullable")]
+    #[schema(ignore)]
     pub counterparty_id: Option<Option<String>>,
+    #[schema(ignore)]
     pub line_items: Option<serde_json::Value>,
 }
 

@@ -30,7 +30,8 @@ fn descriptor_len_max(payment_type: &str) -> usize {
     }
 }
 
-fn amount(param: &str, value: i64) -> Result<i64> {
+/// An amount in minor units: 1 to [`super::AMOUNT_MAX`] (SPEC E2); a 422 naming `param` otherwise.
+pub fn amount(param: &str, value: i64) -> Result<i64> {
     if (1..=super::AMOUNT_MAX).contains(&value) {
         Ok(value)
     } else {

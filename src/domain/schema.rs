@@ -1,0 +1,124 @@
+//! OpenAPI schema pieces for domain fields whose Rust type is looser than their wire contract:
+//! strings that take one of a fixed list of values. Each list is the same constant the
+//! validation uses, so the published document cannot drift from what the server accepts.
+//! The document itself is assembled in `crate::api::openapi`.
+
+use serde_json::Value;
+use utoipa::openapi::schema::{Object, ObjectBuilder, SchemaType, Type};
+
+use super::enums;
+use super::validate::{METADATA_KEY_LEN_MAX, METADATA_PAIRS_MAX, METADATA_VALUE_LEN_MAX};
+
+/// `type: string` restricted to `values`.
+pub fn string_enum(values: &[&str]) -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .enum_values(Some(values.iter().map(|v| Value::from(*v))))
+        .build()
+}
+
+/// `type: [string, null]` restricted to `values` or `null`.
+pub fn nullable_string_enum(values: &[&str]) -> Object {
+    ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
+        .enum_values(Some(values.iter().map(|v| Value::from(*v)).chain(std::iter::once(Value::Null))))
+        .build()
+}
+
+/// Declares, for each list, a function for the plain and one for the nullable schema (the
+/// form `#[schema(schema_with = ...)]` takes).
+macro_rules! enum_schemas {
+    ($($plain:ident, $nullable:ident => $values:expr;)*) => {
+        $(
+            pub fn $plain() -> Object {
+                string_enum($values)
+            }
+
+            pub fn $nullable() -> Object {
+                nullable_string_enum($values)
+            }
+        )*
+    };
+}
+
+enum_schemas! {
+    currency, currency_or_null => enums::CURRENCIES;
+    payment_type, payment_type_or_null => enums::PAYMENT_TYPES;
+    payment_subtype, payment_subtype_or_null => enums::PAYMENT_SUBTYPES;
+    account_type, account_type_or_null => enums::ACCOUNT_TYPES;
+    account_number_type, account_number_type_or_null => enums::ACCOUNT_NUMBER_TYPES;
+    routing_number_type, routing_number_type_or_null => enums::ROUTING_NUMBER_TYPES;
+    payment_order_status, payment_order_status_or_null => enums::PAYMENT_ORDER_STATUSES;
+    party_type, party_type_or_null => super::common::PARTY_TYPES;
+    contact_identifier_type, contact_identifier_type_or_null => super::common::CONTACT_TYPES;
+    direction, direction_or_null => super::payment_order::DIRECTIONS;
+    priority, priority_or_null => super::payment_order::PRIORITIES;
+    charge_bearer, charge_bearer_or_null => super::payment_order::CHARGE_BEARERS;
+    reconciliation_status, reconciliation_status_or_null => super::payment_order::RECONCILIATION_STATUSES;
+    foreign_exchange_indicator, foreign_exchange_indicator_or_null => super::payment_order::FX_INDICATORS;
+    internal_account_status, internal_account_status_or_null => super::internal_account::STATUSES;
+    internal_account_client_status, internal_account_client_status_or_null => super::internal_account::CLIENT_STATUSES;
+    receiving_account_type, receiving_account_type_or_null => &[super::internal_account::KIND, super::external_account::KIND];
+    originating_account_type, originating_account_type_or_null => &[super::internal_account::KIND];
+    delivery_status, delivery_status_or_null => super::webhook_delivery::STATUSES;
+}
+
+const METADATA_DESCRIPTION: &str = "Additional data as string key-value pairs.";
+
+fn metadata_value(nullable: bool) -> ObjectBuilder {
+    let kind = if nullable { SchemaType::from_iter([Type::String, Type::Null]) } else { SchemaType::new(Type::String) };
+    ObjectBuilder::new().schema_type(kind).max_length(Some(METADATA_VALUE_LEN_MAX))
+}
+
+fn metadata_object(kind: SchemaType, value: ObjectBuilder, description: &str) -> Object {
+    ObjectBuilder::new()
+        .schema_type(kind)
+        .description(Some(description))
+        .max_properties(Some(METADATA_PAIRS_MAX))
+        .property_names(Some(ObjectBuilder::new().schema_type(Type::String).min_length(Some(1)).max_length(Some(METADATA_KEY_LEN_MAX))))
+        .additional_properties(Some(value))
+        .build()
+}
+
+/// Metadata (`validate::Metadata`): string values, with the limits `validate::metadata` checks.
+pub fn metadata() -> Object {
+    metadata_object(SchemaType::new(Type::Object), metadata_value(false), METADATA_DESCRIPTION)
+}
+
+/// Metadata, or `null` for none.
+pub fn metadata_or_null() -> Object {
+    metadata_object(SchemaType::from_iter([Type::Object, Type::Null]), metadata_value(false), METADATA_DESCRIPTION)
+}
+
+/// Metadata in a PATCH (`validate::MetadataPatch`): keys given `null` or `""` are removed.
+pub fn metadata_patch_or_null() -> Object {
+    metadata_object(
+        SchemaType::from_iter([Type::Object, Type::Null]),
+        metadata_value(true),
+        "Pairs to set; a key given null or an empty string is removed, keys not given are kept.",
+    )
+}
+
+/// A calendar date, `YYYY-MM-DD`.
+pub fn date() -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(utoipa::openapi::KnownFormat::Date)))
+        .build()
+}
+
+/// A calendar date or `null`.
+pub fn date_or_null() -> Object {
+    ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
+        .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(utoipa::openapi::KnownFormat::Date)))
+        .build()
+}
+
+/// An RFC 3339 date-time given as text in a request (`process_after`, `expires_at`).
+pub fn date_time_or_null() -> Object {
+    ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
+        .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(utoipa::openapi::KnownFormat::DateTime)))
+        .build()
+}
