@@ -30,79 +30,8 @@ die() { log "FAILED: $*"; exit 1; }
 
 command -v python3 >/dev/null 2>&1 || die "python3 is required and not installed"
 
-server_pid=""
-work_dir=""
-cleanup() {
-  local status=$?
-  if [[ -n "$server_pid" ]] && kill -0 "$server_pid" 2>/dev/null; then
-    kill -TERM "$server_pid" 2>/dev/null || true
-    for _ in $(seq 1 100); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-  fi
-  if [[ -n "$work_dir" ]]; then
-    if [[ $status -ne 0 && -f "$work_dir/server.log" ]]; then
-      log "server log (last 40 lines):"
-      tail -n 40 "$work_dir/server.log" >&2 || true
-    fi
-    rm -rf "$work_dir"
-  fi
-  exit "$status"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
-
-# As compat/run.sh starts its server, plus an admin listener for /openapi.json.
-start_server() {
-  log "building payrail"
-  (cd "$root" && cargo build --quiet --bin payrail) || die "cargo build"
-  local bin="$target_dir/debug/payrail"
-  [[ -x "$bin" ]] || die "no binary at $bin"
-  work_dir="$(mktemp -d "${TMPDIR:-/tmp}/payrail-fuzz.XXXXXX")"
-  local data="$work_dir/data"
-  mkdir -p "$data"
-  local key
-  key="$("$bin" --data-dir "$data" keys create --name fuzz | tail -n 1)" || die "payrail keys create"
-  [[ -n "$key" ]] || die "payrail keys create printed no key"
-  local attempt port admin_port
-  for attempt in 1 2 3; do
-    port="$(free_port)"
-    admin_port="$(free_port)"
-    "$bin" --data-dir "$data" serve --listen "127.0.0.1:$port" --admin-listen "127.0.0.1:$admin_port" \
-      --sandbox-step-ms 50 --webhook-poll-ms 3600000 >"$work_dir/server.log" 2>&1 &
-    server_pid=$!
-    for _ in $(seq 1 200); do
-      if ! kill -0 "$server_pid" 2>/dev/null; then break; fi
-      if [[ -f "$data/tls-cert.pem" ]] && python3 - "$port" "$data/tls-cert.pem" <<'EOF' 2>/dev/null
-import socket, ssl, sys
-ctx = ssl.create_default_context(cafile=sys.argv[2])
-with socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=1) as raw:
-    with ctx.wrap_socket(raw, server_hostname="127.0.0.1"):
-        pass
-EOF
-      then
-        export PAYRAIL_BASE_URL="https://127.0.0.1:$port"
-        export PAYRAIL_API_KEY="$key"
-        export PAYRAIL_CA_CERT="$data/tls-cert.pem"
-        export PAYRAIL_OPENAPI="http://127.0.0.1:$admin_port/openapi.json"
-        log "payrail serving at $PAYRAIL_BASE_URL (pid $server_pid)"
-        return 0
-      fi
-      sleep 0.05
-    done
-    log "server did not come up on port $port (attempt $attempt)"
-    kill -TERM "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-    server_pid=""
-  done
-  cat "$work_dir/server.log" >&2 || true
-  die "could not start payrail"
-}
+# shellcheck source=compat/lib.sh
+source "$here/lib.sh"
 
 if [[ -n "${PAYRAIL_BASE_URL:-}" || -n "${PAYRAIL_API_KEY:-}" || -n "${PAYRAIL_CA_CERT:-}" || -n "${PAYRAIL_OPENAPI:-}" ]]; then
   [[ -n "${PAYRAIL_BASE_URL:-}" && -n "${PAYRAIL_API_KEY:-}" && -n "${PAYRAIL_CA_CERT:-}" && -n "${PAYRAIL_OPENAPI:-}" ]] \
@@ -110,7 +39,7 @@ if [[ -n "${PAYRAIL_BASE_URL:-}" || -n "${PAYRAIL_API_KEY:-}" || -n "${PAYRAIL_C
   [[ -f "$PAYRAIL_CA_CERT" ]] || die "PAYRAIL_CA_CERT: no file at $PAYRAIL_CA_CERT"
   log "testing the server at $PAYRAIL_BASE_URL"
 else
-  start_server
+  start_server fuzz --webhook-poll-ms 3600000
 fi
 
 # --- schemathesis ------------------------------------------------------------------------------

@@ -11,9 +11,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{TestServer, client_trusting};
 use serde_json::json;
@@ -71,48 +69,8 @@ async fn schemathesis_finds_nothing() {
     let served = reqwest::get(&document).await.expect("GET /openapi.json").text().await.expect("the document");
     assert_eq!(served, payrail::api::openapi::json(), "the admin listener serves the generated document");
 
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    // CARGO_TARGET_TMPDIR is <target dir>/tmp: the venv goes beside it, at <target dir>/fuzz-venv.
-    let target_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).parent().expect("target dir").to_owned();
-    let base = server.base.clone();
-    let secret = key.secret.clone();
-
-    // The script runs on a blocking thread: the server keeps serving on the runtime's workers.
-    let (status, output, took) = tokio::task::spawn_blocking(move || {
-        let log_path = target_dir.join("tmp").join(format!("schema-fuzz-{}.log", std::process::id()));
-        std::fs::create_dir_all(log_path.parent().unwrap()).expect("log dir");
-        let log = std::fs::File::create(&log_path).expect("log file");
-        let started = Instant::now();
-        let mut child = Command::new("bash")
-            .arg(root.join("compat").join("fuzz.sh"))
-            .current_dir(&root)
-            .env("PAYRAIL_BASE_URL", &base)
-            .env("PAYRAIL_API_KEY", &secret)
-            .env("PAYRAIL_CA_CERT", &cert)
-            .env("PAYRAIL_OPENAPI", &document)
-            .env("CARGO_TARGET_DIR", &target_dir)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log file"))
-            .stderr(log)
-            .spawn()
-            .expect("bash runs compat/fuzz.sh");
-        let status = loop {
-            if let Some(status) = child.try_wait().expect("wait for compat/fuzz.sh") {
-                break Some(status);
-            }
-            if started.elapsed() > RUN_LIMIT {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        };
-        let output = std::fs::read_to_string(&log_path).unwrap_or_default();
-        let _ = std::fs::remove_file(&log_path);
-        (status, output, started.elapsed())
-    })
-    .await
-    .expect("the fuzz runner thread");
+    let run = common::run_compat_script(&server, &key.secret, "fuzz.sh", &[("PAYRAIL_OPENAPI", document.clone())], RUN_LIMIT).await;
+    let (status, output, took) = (run.status, run.output, run.took);
 
     println!("---- compat/fuzz.sh output ({:.1} s) ----\n{output}---- end of compat/fuzz.sh output ----", took.as_secs_f64());
     if let Some(figures) = output.lines().find(|l| l.starts_with("schemathesis: ")) {

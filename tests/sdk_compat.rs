@@ -8,9 +8,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::TestServer;
 
@@ -21,50 +19,8 @@ const RUN_LIMIT: Duration = Duration::from_secs(900);
 async fn official_sdks_work_unchanged() {
     let server = TestServer::start_with(|c| c.sandbox_step_ms = 50).await;
     let key = server.key().await;
-    let cert = server.dir.path().join("tls-cert.pem");
-    assert!(cert.is_file(), "the server's certificate is at {}", cert.display());
-
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    // CARGO_TARGET_TMPDIR is <target dir>/tmp: the venv goes beside it, at <target dir>/compat-venv.
-    let target_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).parent().expect("target dir").to_owned();
-    let base = server.base.clone();
-    let secret = key.secret.clone();
-
-    // The script runs on a blocking thread: the server keeps serving on the runtime's workers.
-    let (status, output, took) = tokio::task::spawn_blocking(move || {
-        let log_path = target_dir.join("tmp").join(format!("sdk-compat-{}.log", std::process::id()));
-        std::fs::create_dir_all(log_path.parent().unwrap()).expect("log dir");
-        let log = std::fs::File::create(&log_path).expect("log file");
-        let started = Instant::now();
-        let mut child = Command::new("bash")
-            .arg(root.join("compat").join("run.sh"))
-            .current_dir(&root)
-            .env("PAYRAIL_BASE_URL", &base)
-            .env("PAYRAIL_API_KEY", &secret)
-            .env("PAYRAIL_CA_CERT", &cert)
-            .env("CARGO_TARGET_DIR", &target_dir)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().expect("log file"))
-            .stderr(log)
-            .spawn()
-            .expect("bash runs compat/run.sh");
-        let status = loop {
-            if let Some(status) = child.try_wait().expect("wait for compat/run.sh") {
-                break Some(status);
-            }
-            if started.elapsed() > RUN_LIMIT {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        };
-        let output = std::fs::read_to_string(&log_path).unwrap_or_default();
-        let _ = std::fs::remove_file(&log_path);
-        (status, output, started.elapsed())
-    })
-    .await
-    .expect("the compat runner thread");
+    let run = common::run_compat_script(&server, &key.secret, "run.sh", &[], RUN_LIMIT).await;
+    let (status, output, took) = (run.status, run.output, run.took);
 
     println!("---- compat/run.sh output ({:.1} s) ----\n{output}---- end of compat/run.sh output ----", took.as_secs_f64());
     match status {

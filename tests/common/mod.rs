@@ -197,3 +197,58 @@ pub fn assert_error(status: u16, body: &Value, expected_status: u16, code: &str)
     assert!(errors.get("message").and_then(Value::as_str).is_some_and(|m| !m.is_empty()), "message in {body}");
     assert!(errors.contains_key("parameter"), "parameter key in {body}");
 }
+
+/// What a `compat/` script run against a test server gave: its exit status (None if it overran
+/// its time limit and was killed), its output, and how long it took.
+pub struct ScriptRun {
+    pub status: Option<std::process::ExitStatus>,
+    pub output: String,
+    pub took: Duration,
+}
+
+/// Runs `bash compat/<script>` against `server` with `PAYRAIL_BASE_URL`, `PAYRAIL_API_KEY`,
+/// `PAYRAIL_CA_CERT` (and `env`) set, on a blocking thread so the server keeps serving; its
+/// virtual environments go under the target directory.
+pub async fn run_compat_script(server: &TestServer, secret: &str, script: &str, env: &[(&str, String)], limit: Duration) -> ScriptRun {
+    use std::process::{Command, Stdio};
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    // CARGO_TARGET_TMPDIR is <target dir>/tmp.
+    let target_dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).parent().expect("target dir").to_owned();
+    let cert = server.dir.path().join("tls-cert.pem");
+    assert!(cert.is_file(), "the server's certificate is at {}", cert.display());
+    let mut command = Command::new("bash");
+    command
+        .arg(root.join("compat").join(script))
+        .current_dir(&root)
+        .env("PAYRAIL_BASE_URL", &server.base)
+        .env("PAYRAIL_API_KEY", secret)
+        .env("PAYRAIL_CA_CERT", &cert)
+        .env("CARGO_TARGET_DIR", &target_dir)
+        .stdin(Stdio::null());
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let log_path = target_dir.join("tmp").join(format!("{script}-{}.log", std::process::id()));
+    tokio::task::spawn_blocking(move || {
+        std::fs::create_dir_all(log_path.parent().unwrap()).expect("log dir");
+        let log = std::fs::File::create(&log_path).expect("log file");
+        let started = std::time::Instant::now();
+        let mut child = command.stdout(log.try_clone().expect("log file")).stderr(log).spawn().expect("bash runs the script");
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("wait for the script") {
+                break Some(status);
+            }
+            if started.elapsed() > limit {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        let output = std::fs::read_to_string(&log_path).unwrap_or_default();
+        let _ = std::fs::remove_file(&log_path);
+        ScriptRun { status, output, took: started.elapsed() }
+    })
+    .await
+    .expect("the script runner thread")
+}
