@@ -554,3 +554,21 @@ async fn t1_serve_with_operator_certificate_files() {
     assert!(!run.status.success());
     assert!(run.stderr.contains("--tls-key"), "{}", run.stderr);
 }
+
+#[test]
+fn s2_unreachable_database_at_start_fails_naming_the_url_without_its_password() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(["serve", "--listen", "127.0.0.1:0", "--admin-listen", "off"])
+        .arg("--data-dir")
+        .arg(dir.path())
+        // Port 1 on loopback: nothing listens there, so the connection is refused at once.
+        .args(["--database-url", "postgres://app:s3cret-pw@127.0.0.1:1/payrail"])
+        .env_remove("PAYRAIL_DATABASE_URL")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "serve must exit non-zero: {stderr}");
+    assert!(stderr.contains("postgres://app:***@127.0.0.1:1/payrail"), "the message names the URL: {stderr}");
+    assert!(!stderr.contains("s3cret-pw"), "the password never appears: {stderr}");
+}
