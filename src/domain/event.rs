@@ -73,7 +73,7 @@ pub struct EventFilter {
 }
 
 pub async fn list(ctx: &super::Ctx<'_>, filter: &EventFilter, page: super::listing::PageSpec) -> Result<super::listing::ListedPage> {
-    use super::listing::{eq, fetch, json_array, docs};
+    use super::listing::eq;
     use crate::store::Filter;
     let mut filters: Vec<Filter> = [
         eq("resource", filter.resource.as_deref()),
@@ -85,11 +85,9 @@ pub async fn list(ctx: &super::Ctx<'_>, filter: &EventFilter, page: super::listi
     .collect();
     filters.extend(filter.event_time_start.map(Filter::CreatedFrom));
     filters.extend(filter.event_time_end.map(Filter::CreatedTo));
-    let found = fetch(ctx, KIND, filters, page).await?;
-    Ok(super::listing::ListedPage { json: json_array(docs(&found.items)), next_seq: found.next_seq })
+    super::listing::stored_page(ctx, KIND, filters, page).await
 }
 
 pub async fn get(ctx: &super::Ctx<'_>, id: &str) -> Result<String> {
-    let found = ctx.store.get(KIND, ctx.scope, id).await?;
-    found.map(|o| o.doc).ok_or_else(|| Error::not_found("event"))
+    super::listing::stored_doc(ctx, KIND, id, "event").await
 }

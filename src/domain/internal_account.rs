@@ -329,8 +329,7 @@ pub async fn create(ctx: &Ctx<'_>, commit: &dyn Commit, input: &InternalAccountI
 }
 
 pub async fn get(ctx: &Ctx<'_>, id: &str) -> Result<String> {
-    let found = ctx.store.get(KIND, ctx.scope, id).await?;
-    found.map(|o| o.doc).ok_or_else(|| Error::not_found("internal account"))
+    listing::stored_doc(ctx, KIND, id, "internal account").await
 }
 
 #[derive(Debug, Default)]
@@ -368,8 +367,7 @@ pub async fn list(ctx: &Ctx<'_>, filter: &InternalAccountFilter, page: PageSpec)
     .flatten()
     .collect();
     filters.extend(listing::metadata_filters(&filter.metadata));
-    let found = listing::fetch(ctx, KIND, filters, page).await?;
-    Ok(ListedPage { json: listing::json_array(listing::docs(&found.items)), next_seq: found.next_seq })
+    listing::stored_page(ctx, KIND, filters, page).await
 }
 
 pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &InternalAccountPatch) -> Result<String> {

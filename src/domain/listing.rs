@@ -73,3 +73,16 @@ pub fn json_array<'a>(docs: impl Iterator<Item = &'a str>) -> Vec<u8> {
 pub fn docs(items: &[StoredObject]) -> impl Iterator<Item = &str> {
     items.iter().map(|item| item.doc.as_str())
 }
+
+/// One resource of `kind` in the caller's scope, as stored: its document is the API's JSON.
+/// `what` names it in the 404.
+pub async fn stored_doc(ctx: &Ctx<'_>, kind: &'static str, id: &str, what: &str) -> Result<String> {
+    let found = ctx.store.get(kind, ctx.scope, id).await?;
+    found.map(|o| o.doc).ok_or_else(|| Error::not_found(what))
+}
+
+/// A page of resources whose stored documents are returned as they are.
+pub async fn stored_page(ctx: &Ctx<'_>, kind: &'static str, filters: Vec<Filter>, page: PageSpec) -> Result<ListedPage> {
+    let found = fetch(ctx, kind, filters, page).await?;
+    Ok(ListedPage { json: json_array(docs(&found.items)), next_seq: found.next_seq })
+}

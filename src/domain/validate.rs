@@ -140,7 +140,7 @@ pub fn routing_number(param: &str, value: &str, routing_type: &str) -> Result<St
 /// ABA routing numbers: 3·(d1+d4+d7) + 7·(d2+d5+d8) + (d3+d6+d9) is a multiple of 10.
 pub fn aba_checksum_ok(value: &str) -> bool {
     let d: Vec<u32> = value.bytes().map(|b| u32::from(b - b'0')).collect();
-    d.len() == 9 && (3 * (d[0] + d[3] + d[6]) + 7 * (d[1] + d[4] + d[7]) + (d[2] + d[5] + d[8])) % 10 == 0
+    d.len() == 9 && (3 * (d[0] + d[3] + d[6]) + 7 * (d[1] + d[4] + d[7]) + (d[2] + d[5] + d[8])).is_multiple_of(10)
 }
 
 fn swift_ok(value: &str) -> bool {

@@ -387,13 +387,11 @@ pub async fn create(ctx: &Ctx<'_>, commit: &dyn Commit, input: &EndpointInput, p
 }
 
 pub async fn get(ctx: &Ctx<'_>, id: &str) -> Result<String> {
-    let found = ctx.store.get(KIND, ctx.scope, id).await?;
-    found.map(|o| o.doc).ok_or_else(|| Error::not_found("webhook endpoint"))
+    listing::stored_doc(ctx, KIND, id, "webhook endpoint").await
 }
 
 pub async fn list(ctx: &Ctx<'_>, page: PageSpec) -> Result<ListedPage> {
-    let found = listing::fetch(ctx, KIND, Vec::new(), page).await?;
-    Ok(ListedPage { json: listing::json_array(listing::docs(&found.items)), next_seq: found.next_seq })
+    listing::stored_page(ctx, KIND, Vec::new(), page).await
 }
 
 /// Deletes the endpoint, its state and every delivery to it; nothing more is sent to it.

@@ -16,10 +16,13 @@ use super::AppState;
 /// Upper bounds of the latency buckets, in seconds.
 const BUCKETS_S: [f64; 12] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0];
 
+/// One route's series, by method and status.
+type RouteSeries = HashMap<(axum::http::Method, u16), Series>;
+
 /// Series by route, then by (method, status): a request finds its series without allocating.
 #[derive(Debug, Default)]
 pub struct Metrics {
-    series: Mutex<HashMap<String, HashMap<(axum::http::Method, u16), Series>>>,
+    series: Mutex<HashMap<String, RouteSeries>>,
 }
 
 #[derive(Debug, Default, Clone)]

@@ -273,8 +273,7 @@ fn record(ctx: &Ctx<'_>, order: &PaymentOrder, json: String) -> ObjectRecord {
 }
 
 pub async fn get(ctx: &Ctx<'_>, id: &str) -> Result<String> {
-    let found = ctx.store.get(KIND, ctx.scope, id).await?;
-    found.map(|o| o.doc).ok_or_else(|| Error::not_found("payment order"))
+    listing::stored_doc(ctx, KIND, id, "payment order").await
 }
 
 #[derive(Debug, Default)]
@@ -332,8 +331,7 @@ fn filters(filter: &PaymentOrderFilter) -> Result<Vec<Filter>> {
 }
 
 pub async fn list(ctx: &Ctx<'_>, filter: &PaymentOrderFilter, page: PageSpec) -> Result<ListedPage> {
-    let found = listing::fetch(ctx, KIND, filters(filter)?, page).await?;
-    Ok(ListedPage { json: listing::json_array(listing::docs(&found.items)), next_seq: found.next_seq })
+    listing::stored_page(ctx, KIND, filters(filter)?, page).await
 }
 
 /// The first field of `patch` that can never change after creation, if any.
