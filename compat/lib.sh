@@ -79,3 +79,21 @@ EOF
   cat "$work_dir/server.log" >&2 || true
   die "could not start payrail"
 }
+
+# ensure_venv DIR REQUIREMENTS: a venv at DIR (created once) with REQUIREMENTS installed; it is
+# reinstalled only when the requirements file changes (its hash is kept beside the venv).
+ensure_venv() {
+  local venv="$1" requirements="$2"
+  local stamp="$venv/.requirements.sha256" want
+  want="$(sha256sum "$requirements" | cut -d' ' -f1)"
+  if [[ ! -x "$venv/bin/python" ]]; then
+    log "creating venv at $venv"
+    python3 -m venv "$venv" || die "python3 -m venv (install python3-venv)"
+  fi
+  if [[ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]]; then
+    log "installing $requirements"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$requirements" \
+      || die "pip install -r $requirements"
+    echo "$want" >"$stamp"
+  fi
+}

@@ -37,18 +37,7 @@ fi
 # --- Python SDK -------------------------------------------------------------------------------
 venv="$target_dir/compat-venv"
 requirements="$here/python/requirements.txt"
-stamp="$venv/.requirements.sha256"
-want="$(sha256sum "$requirements" | cut -d' ' -f1)"
-if [[ ! -x "$venv/bin/python" ]]; then
-  log "creating venv at $venv"
-  python3 -m venv "$venv" || die "python3 -m venv (install python3-venv)"
-fi
-if [[ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]]; then
-  log "installing $requirements"
-  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$requirements" \
-    || die "pip install -r $requirements"
-  echo "$want" >"$stamp"
-fi
+ensure_venv "$venv" "$requirements"
 
 python_status=0
 log "running the Python SDK suite"
