@@ -106,13 +106,13 @@ pub async fn launch(config: Config, listener: TcpListener, shutdown: impl Future
     let lock = lock_store(&config)?;
     let store = connect_store(&config).await?;
     let config = Arc::new(config);
-    let state = http::AppState {
+    let state = http::AppState::new(http::Shared {
         store: store.clone(),
         clock: config.clock.clone(),
         config: config.clone(),
         metrics: Arc::default(),
         rate_limiter: Arc::new(http::rate_limit::RateLimiter::new(config.rate_limit_per_sec, config.rate_limit_burst)),
-    };
+    });
     let (tls, cert_path) = if config.plain_http {
         tracing::warn!("serving plain HTTP: only do this behind a proxy that terminates TLS (SPEC T3)");
         (None, None)

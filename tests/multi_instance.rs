@@ -137,6 +137,61 @@ async fn i9_in_flight_on_one_instance_is_409_on_the_other() {
     assert_eq!(replayed.expect("B eventually replays A's reply")["name"], "Slow Upload Ltd");
 }
 
+/// Reads one HTTP/1.1 reply (head and a Content-Length body) off a raw connection.
+async fn read_reply(stream: &mut tokio_rustls::client::TlsStream<TcpStream>) -> String {
+    let mut bytes = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let length = head
+                .lines()
+                .find_map(|line| line.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap()))
+                .unwrap_or(0);
+            if body.len() >= length {
+                return text;
+            }
+        }
+        match tokio::time::timeout(Duration::from_secs(10), tokio::io::AsyncReadExt::read(stream, &mut chunk)).await {
+            Ok(Ok(n)) if n > 0 => bytes.extend_from_slice(&chunk[..n]),
+            other => panic!("no complete reply ({other:?}): {text}"),
+        }
+    }
+}
+
+/// Claims live in an unlogged table (migration 0004): a PostgreSQL crash empties it while an
+/// owner may still be working. Wiping it by hand stands in for that crash: a second request then
+/// takes the key and commits, and the first owner, whose claim is gone, must not commit too.
+#[tokio::test]
+async fn i8_an_owner_whose_claim_vanished_cannot_commit() {
+    if !postgres_or_sqlite_pass("i8_an_owner_whose_claim_vanished_cannot_commit") {
+        return;
+    }
+    let (a, b) = pair().await;
+    let key = a.key().await;
+    let body = r#"{"name":"First Owner"}"#;
+    let mut upload = slow_upload(&a, &key.secret, "vanishing-claim", body).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let url = test_database_url(a.dir.path()).await.unwrap();
+    let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    let wiped = client.execute("DELETE FROM idempotency_claims", &[]).await.unwrap();
+    assert_eq!(wiped, 1, "the slow upload held one claim");
+    let second = b.post("/api/counterparties", &key, &json!({"name": "Second Owner"})).header("Idempotency-Key", "vanishing-claim");
+    let (status, created) = json(second.send().await.unwrap()).await;
+    assert_eq!(status, 201, "{created}");
+    upload.write_all(&body.as_bytes()[body.len() / 2..]).await.unwrap();
+    upload.flush().await.unwrap();
+    let reply = read_reply(&mut upload).await;
+    assert!(reply.starts_with("HTTP/1.1 409"), "the first owner lost its claim, so it must not commit: {reply}");
+    assert!(reply.contains("Idempotency-Key"), "{reply}");
+    let (_, listed) = json(a.get("/api/counterparties", &key).send().await.unwrap()).await;
+    let names: Vec<&str> = listed.as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["Second Owner"], "exactly one request with the key took effect");
+    let replay = a.post("/api/counterparties", &key, &json!({"name": "x"})).header("Idempotency-Key", "vanishing-claim").send().await.unwrap();
+    assert_eq!(json(replay).await.1, created, "the key now replays the one that committed");
+}
+
 #[tokio::test]
 async fn a5_revocation_is_seen_by_every_instance_at_once() {
     if !postgres_or_sqlite_pass("a5_revocation_is_seen_by_every_instance_at_once") {

@@ -36,6 +36,7 @@ pub const KEY_LEN_MAX: usize = 255;
 pub struct WriteContext {
     gate: Arc<CommitGate>,
     reply: Option<ReplyTarget>,
+    claim: Option<ClaimToken>,
     stored: Arc<AtomicBool>,
 }
 
@@ -61,6 +62,8 @@ impl AppState {
             batch.push(Write::SaveReply(self.stored_reply(target, status, body)));
         }
         batch.gate = Some(ctx.gate.clone());
+        // The commit releases the claim with the reply, and only if the claim is still ours.
+        batch.claim = ctx.claim.clone();
         self.store.commit(batch).await?;
         ctx.stored.store(true, Ordering::Release);
         Ok(())
@@ -209,11 +212,14 @@ impl ReleaseOnDrop {
         ReleaseOnDrop { store: state.store.clone(), token, renewer }
     }
 
-    async fn finish(mut self) {
+    /// Stops renewing and frees the claim, unless a commit already released it with its reply.
+    async fn finish(mut self, released_by_commit: bool) {
         if let Some(renewer) = self.renewer.take() {
             renewer.abort();
         }
-        if let Some(token) = self.token.take() {
+        if let Some(token) = self.token.take()
+            && !released_by_commit
+        {
             self.store.release(&token).await;
         }
     }
@@ -280,12 +286,13 @@ async fn run_gated(state: AppState, request: Request, next: Next, claim: Option<
 
 async fn execute(state: AppState, request: Request, next: Next, claim: Option<ClaimToken>, gate: Arc<CommitGate>) -> Response {
     let release = ReleaseOnDrop::new(&state, claim);
-    let response = match execute_claimed(&state, request, next, release.token.as_ref(), gate).await {
+    let stored = Arc::new(AtomicBool::new(false));
+    let response = match execute_claimed(&state, request, next, release.token.as_ref(), gate, stored.clone()).await {
         Ok(response) => response,
         Err(err) => err.into_response(),
     };
     // Released before the reply leaves, so a client's immediate retry finds the key free.
-    release.finish().await;
+    release.finish(stored.load(Ordering::Acquire)).await;
     response
 }
 
@@ -295,6 +302,7 @@ async fn execute_claimed(
     next: Next,
     claim: Option<&ClaimToken>,
     gate: Arc<CommitGate>,
+    stored: Arc<AtomicBool>,
 ) -> Result<Response, Error> {
     let (mut parts, body) = request.into_parts();
     let (body, reply) = match claim {
@@ -309,8 +317,7 @@ async fn execute_claimed(
             (Body::from(bytes), Some(target))
         }
     };
-    let stored = Arc::new(AtomicBool::new(false));
-    let ctx = WriteContext { gate, reply, stored: stored.clone() };
+    let ctx = WriteContext { gate, reply, claim: claim.cloned(), stored: stored.clone() };
     parts.extensions.insert(ctx.clone());
     let response = next.run(Request::from_parts(parts, body)).await;
     if ctx.reply.is_some() && response.status().is_success() && !stored.load(Ordering::Acquire) {

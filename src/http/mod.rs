@@ -27,9 +27,11 @@ use crate::domain::time::Clock;
 use crate::error::Error;
 use crate::store::Store;
 
-/// What every handler can reach.
+/// What every handler can reach. Cloned by every layer of every request, so one pointer.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+pub struct Shared {
     pub store: Arc<dyn Store>,
     pub clock: Arc<dyn Clock>,
     pub config: Arc<Config>,
@@ -38,9 +40,21 @@ pub struct AppState {
 }
 
 impl AppState {
+    pub fn new(shared: Shared) -> Self {
+        AppState(Arc::new(shared))
+    }
+
     /// The domain's view of a request: store, tenant, and the time it runs at.
     pub fn ctx<'a>(&'a self, scope: &'a Scope) -> Ctx<'a> {
         Ctx { store: self.store.as_ref(), scope, now: self.clock.now() }
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
     }
 }
 

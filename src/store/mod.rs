@@ -92,6 +92,10 @@ pub struct WriteBatch {
     pub writes: Vec<Write>,
     /// When set, the batch runs only if the gate is still open when its turn comes.
     pub gate: Option<Arc<CommitGate>>,
+    /// The idempotency claim the request holds. The commit releases it atomically with the
+    /// effects, and is refused if the claim is no longer this request's (lost to an expired
+    /// lease, or to a database crash on PostgreSQL): only the key's owner ever commits (I6, I8).
+    pub claim: Option<ClaimToken>,
 }
 
 impl WriteBatch {
@@ -240,6 +244,16 @@ pub trait Store: Send + Sync + 'static {
 }
 
 /// Wraps a backend failure as a 500 that reveals nothing.
+/// A commit refused because its request no longer holds its idempotency claim: nothing was
+/// carried out, and a retry either replays the new owner's reply or runs afresh.
+pub(crate) fn claim_lost() -> Error {
+    Error::Conflict {
+        message: "This request lost its Idempotency-Key claim before it could commit; nothing was carried out. Retry.".into(),
+        parameter: Some("Idempotency-Key".into()),
+        retry_after_s: Some(1),
+    }
+}
+
 pub(crate) fn backend_error(context: &str, err: impl std::fmt::Display) -> Error {
     Error::Internal(format!("{context}: {err}"))
 }

@@ -112,26 +112,25 @@ impl PostgresStore {
     }
 
     async fn reply(&self, api_key_id: &str, key: &str, now: Timestamp) -> Result<Option<StoredReply>> {
-        let rows = self
-            .query(
-                "SELECT status, content_type, body, fingerprint, created_at, expires_at FROM idempotency_replies
-                 WHERE api_key_id = $1 AND key = $2 AND expires_at > $3",
-                &[&api_key_id, &key, &now.as_micros()],
-            )
-            .await?;
-        Ok(rows.first().map(|row| {
-            let fingerprint: Vec<u8> = row.get(3);
-            StoredReply {
-                api_key_id: api_key_id.to_owned(),
-                key: key.to_owned(),
-                status: u16::try_from(row.get::<_, i32>(0)).unwrap_or(200),
-                content_type: row.get(1),
-                body: Bytes::from(row.get::<_, Vec<u8>>(2)),
-                fingerprint: fingerprint.try_into().unwrap_or([0; 32]),
-                created_at: Timestamp::from_micros(row.get(4)),
-                expires_at: Timestamp::from_micros(row.get(5)),
-            }
-        }))
+        let rows = self.query(REPLY_SQL, &[&api_key_id, &key, &now.as_micros()]).await?;
+        Ok(rows.first().map(|row| stored_reply(api_key_id, key, row)))
+    }
+}
+
+const REPLY_SQL: &str = "SELECT status, content_type, body, fingerprint, created_at, expires_at FROM idempotency_replies
+     WHERE api_key_id = $1 AND key = $2 AND expires_at > $3";
+
+fn stored_reply(api_key_id: &str, key: &str, row: &Row) -> StoredReply {
+    let fingerprint: Vec<u8> = row.get(3);
+    StoredReply {
+        api_key_id: api_key_id.to_owned(),
+        key: key.to_owned(),
+        status: u16::try_from(row.get::<_, i32>(0)).unwrap_or(200),
+        content_type: row.get(1),
+        body: Bytes::from(row.get::<_, Vec<u8>>(2)),
+        fingerprint: fingerprint.try_into().unwrap_or([0; 32]),
+        created_at: Timestamp::from_micros(row.get(4)),
+        expires_at: Timestamp::from_micros(row.get(5)),
     }
 }
 
@@ -247,9 +246,7 @@ impl Store for PostgresStore {
     async fn commit(&self, batch: WriteBatch) -> Result<()> {
         let mut client = self.client().await?;
         let tx = client.transaction().await.map_err(db_err)?;
-        for write in &batch.writes {
-            writes::apply(&tx, write).await?;
-        }
+        writes::apply_all(&tx, batch.claim.as_ref(), &batch.writes).await?;
         // Checked last, just before the commit: after this the request's answer is the commit's.
         if let Some(gate) = &batch.gate
             && !gate.begin_commit()
@@ -323,30 +320,36 @@ impl Store for PostgresStore {
         }
         let nonce: i64 = rand::rng().random_range(1..i64::MAX);
         let lease_until = now.plus_micros(i64::try_from(lease_ms).unwrap_or(i64::MAX / 1000).saturating_mul(1000));
+        let client = self.client().await?;
         // Takes the key if nobody holds it, or if the holder's lease ran out (a crashed owner).
-        let taken = self
-            .query(
+        let take = client
+            .prepare_cached(
                 "INSERT INTO idempotency_claims (api_key_id, key, nonce, lease_until) VALUES ($1, $2, $3, $4)
                  ON CONFLICT (api_key_id, key) DO UPDATE SET nonce = EXCLUDED.nonce, lease_until = EXCLUDED.lease_until
                  WHERE idempotency_claims.lease_until <= $5
                  RETURNING nonce",
-                &[&api_key_id, &key, &nonce, &lease_until.as_micros(), &now.as_micros()],
             )
-            .await?;
-        if taken.is_empty() {
-            return Ok(Claim::InFlight);
-        }
-        let token = ClaimToken { api_key_id: api_key_id.to_owned(), key: key.to_owned(), nonce: nonce as u64 };
+            .await
+            .map_err(db_err)?;
+        let look = client.prepare_cached(REPLY_SQL).await.map_err(db_err)?;
         // As on SQLite: having claimed, look again for a reply the previous owner committed.
-        match self.reply(api_key_id, key, now).await {
-            Ok(Some(reply)) => {
-                self.release(&token).await;
-                Ok(Claim::Replay(reply))
-            }
-            Ok(None) => Ok(Claim::Acquired(token)),
-            Err(err) => {
-                self.release(&token).await;
-                Err(err)
+        // Both leave in one pipeline; the lookup runs after the claim, in a fresh snapshot.
+        let (lease_until, now) = (lease_until.as_micros(), now.as_micros());
+        let take_params: [&(dyn ToSql + Sync); 5] = [&api_key_id, &key, &nonce, &lease_until, &now];
+        let look_params: [&(dyn ToSql + Sync); 3] = [&api_key_id, &key, &now];
+        let (taken, reply) = tokio::join!(client.query(&take, &take_params), client.query(&look, &look_params));
+        drop(client);
+        let taken = !taken.map_err(db_err)?.is_empty();
+        let token = ClaimToken { api_key_id: api_key_id.to_owned(), key: key.to_owned(), nonce: nonce as u64 };
+        let reply = reply.map_err(db_err).map(|rows| rows.first().map(|row| stored_reply(api_key_id, key, row)));
+        match (taken, reply) {
+            (true, Ok(None)) => Ok(Claim::Acquired(token)),
+            (false, Ok(None)) => Ok(Claim::InFlight),
+            (taken, reply) => {
+                if taken {
+                    self.release(&token).await;
+                }
+                reply.map(|reply| reply.map_or(Claim::InFlight, Claim::Replay))
             }
         }
     }

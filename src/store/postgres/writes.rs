@@ -1,53 +1,130 @@
 //! Applying a write batch inside one PostgreSQL transaction.
+//!
+//! Round trips, not the database, bound a create here: a batch of single-statement writes is
+//! sent as one pipeline (PostgreSQL runs the statements in the order sent, so the effect is the
+//! same as one after the other), and every statement is prepared once per connection.
 
-use tokio_postgres::Transaction;
+use deadpool_postgres::Transaction;
+use futures_util::future::join_all;
 
 use super::db_err;
 use crate::error::{Error, Result};
 use crate::store::sqlite::kind_str;
-use crate::store::{ObjectRecord, Write};
+use crate::store::{ClaimToken, ObjectRecord, Write, claim_lost};
 
-pub async fn apply(tx: &Transaction<'_>, write: &Write) -> Result<()> {
-    match write {
-        Write::Insert(record) => insert_object(tx, record).await,
-        Write::Replace { record, expected_version } => replace_object(tx, record, *expected_version).await,
-        Write::Delete { kind, scope, id } => {
-            let deleted = tx
-                .execute(
-                    "DELETE FROM objects WHERE id = $1 AND kind = $2 AND org_id = $3 AND live_mode = $4",
-                    &[id, kind, &scope.organization_id, &scope.live_mode],
-                )
-                .await
-                .map_err(db_err)?;
-            if deleted == 0 { Err(Error::not_found(&kind_str(kind))) } else { Ok(()) }
+/// Releases the request's claim inside the commit's transaction; no row means the claim is no
+/// longer ours, and the commit must not happen (see migration 0004).
+const RELEASE_OWN_CLAIM: &str = "DELETE FROM idempotency_claims WHERE api_key_id = $1 AND key = $2 AND nonce = $3";
+
+/// Applies `writes` (and releases `claim`) in `tx`, in order; the first failure wins.
+pub async fn apply_all(tx: &Transaction<'_>, claim: Option<&ClaimToken>, writes: &[Write]) -> Result<()> {
+    // A replace is several dependent statements; batches holding one go one write at a time.
+    let pipelined = !writes.iter().any(|write| matches!(write, Write::Replace { .. }));
+    // Prepared first, in order, so that the pipeline's statements leave in the batch's order.
+    for write in writes {
+        if let Some(sql) = single_statement(write) {
+            tx.prepare_cached(sql).await.map_err(db_err)?;
+        }
+    }
+    if claim.is_some() {
+        tx.prepare_cached(RELEASE_OWN_CLAIM).await.map_err(db_err)?;
+    }
+    let release = async {
+        match claim {
+            Some(token) => release_own_claim(tx, token).await,
+            None => Ok(()),
+        }
+    };
+    if !pipelined {
+        release.await?;
+        for write in writes {
+            apply(tx, write).await?;
+        }
+        return Ok(());
+    }
+    let (released, applied) = tokio::join!(release, join_all(writes.iter().map(|write| apply(tx, write))));
+    released?;
+    applied.into_iter().collect()
+}
+
+async fn release_own_claim(tx: &Transaction<'_>, token: &ClaimToken) -> Result<()> {
+    let statement = tx.prepare_cached(RELEASE_OWN_CLAIM).await.map_err(db_err)?;
+    let released = tx.execute(&statement, &[&token.api_key_id, &token.key, &(token.nonce as i64)]).await.map_err(db_err)?;
+    if released == 0 {
+        return Err(claim_lost());
+    }
+    Ok(())
+}
+
+const INSERT_OBJECT: &str = "WITH o AS (
+       INSERT INTO objects (id, kind, org_id, live_mode, parent_id, created_at, version, doc)
+       VALUES ($1, $2, $3, $4, $5, $6, 1, $7) RETURNING seq)
+     INSERT INTO object_terms (object_seq, name, value)
+     SELECT o.seq, t.n, t.v FROM o, unnest($8::text[], $9::text[]) AS t(n, v)
+     ON CONFLICT DO NOTHING";
+const DELETE_OBJECT: &str = "DELETE FROM objects WHERE id = $1 AND kind = $2 AND org_id = $3 AND live_mode = $4";
+const DELETE_CHILDREN: &str = "DELETE FROM objects WHERE kind = $1 AND org_id = $2 AND live_mode = $3 AND parent_id = $4";
+// KEY SHARE locks the row until commit: a concurrent delete waits for us.
+const REQUIRE: &str = "SELECT 1 FROM objects WHERE id = $1 AND kind = $2 AND org_id = $3 AND live_mode = $4 FOR KEY SHARE";
+const INSERT_API_KEY: &str = "INSERT INTO api_keys (id, key_hash, name, organization_id, live_mode, created_at, updated_at, expires_at, decommissioned_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
+const UPDATE_API_KEY: &str = "UPDATE api_keys SET name = $2, updated_at = $3, expires_at = $4, decommissioned_at = $5 WHERE id = $1";
+const SAVE_REPLY: &str = "INSERT INTO idempotency_replies (api_key_id, key, status, content_type, body, fingerprint, created_at, expires_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+     ON CONFLICT (api_key_id, key) DO UPDATE SET status = EXCLUDED.status, content_type = EXCLUDED.content_type,
+       body = EXCLUDED.body, fingerprint = EXCLUDED.fingerprint, created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at";
+const PURGE_REPLIES: &str = "DELETE FROM idempotency_replies r USING unnest($1::text[], $2::text[]) AS k(api_key_id, key)
+     WHERE r.api_key_id = k.api_key_id AND r.key = k.key AND r.expires_at <= $3";
+
+/// The one statement a write is, if it is one.
+fn single_statement(write: &Write) -> Option<&'static str> {
+    Some(match write {
+        Write::Insert(_) => INSERT_OBJECT,
+        Write::Replace { .. } => return None,
+        Write::Delete { .. } => DELETE_OBJECT,
+        Write::DeleteChildren { .. } => DELETE_CHILDREN,
+        Write::Require { .. } => REQUIRE,
+        Write::InsertApiKey { .. } => INSERT_API_KEY,
+        Write::UpdateApiKey(_) => UPDATE_API_KEY,
+        Write::SaveReply(_) => SAVE_REPLY,
+        Write::PurgeReplies { .. } => PURGE_REPLIES,
+    })
+}
+
+async fn apply(tx: &Transaction<'_>, write: &Write) -> Result<()> {
+    let Some(sql) = single_statement(write) else {
+        return match write {
+            Write::Replace { record, expected_version } => replace_object(tx, record, *expected_version).await,
+            _ => Err(Error::internal("a write without a statement")),
+        };
+    };
+    let statement = tx.prepare_cached(sql).await.map_err(db_err)?;
+    let affected = match write {
+        Write::Insert(record) => {
+            let (names, values) = term_columns(record);
+            let scope = &record.scope;
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 9] = [
+                &record.id,
+                &record.kind,
+                &scope.organization_id,
+                &scope.live_mode,
+                &record.parent_id,
+                &record.created_at.as_micros(),
+                &record.doc,
+                &names,
+                &values,
+            ];
+            tx.execute(&statement, &params).await
+        }
+        Write::Delete { kind, scope, id } | Write::Require { kind, scope, id, .. } => {
+            tx.execute(&statement, &[id, kind, &scope.organization_id, &scope.live_mode]).await
         }
         Write::DeleteChildren { kind, scope, parent_id } => {
-            tx.execute(
-                "DELETE FROM objects WHERE kind = $1 AND org_id = $2 AND live_mode = $3 AND parent_id = $4",
-                &[kind, &scope.organization_id, &scope.live_mode, parent_id],
-            )
-            .await
-            .map_err(db_err)?;
-            Ok(())
-        }
-        Write::Require { kind, scope, id, parameter } => {
-            // KEY SHARE locks the row until commit: a concurrent delete waits for us.
-            let found = tx
-                .query_opt(
-                    "SELECT 1 FROM objects WHERE id = $1 AND kind = $2 AND org_id = $3 AND live_mode = $4 FOR KEY SHARE",
-                    &[id, kind, &scope.organization_id, &scope.live_mode],
-                )
-                .await
-                .map_err(db_err)?;
-            match found {
-                Some(_) => Ok(()),
-                None => Err(Error::invalid(parameter.clone(), format!("{parameter} does not name an existing {}", kind_str(kind)))),
-            }
+            tx.execute(&statement, &[kind, &scope.organization_id, &scope.live_mode, parent_id]).await
         }
         Write::InsertApiKey { key, hash } => {
             tx.execute(
-                "INSERT INTO api_keys (id, key_hash, name, organization_id, live_mode, created_at, updated_at, expires_at, decommissioned_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                &statement,
                 &[
                     &key.id,
                     &&hash.0[..],
@@ -61,31 +138,23 @@ pub async fn apply(tx: &Transaction<'_>, write: &Write) -> Result<()> {
                 ],
             )
             .await
-            .map_err(db_err)?;
-            Ok(())
         }
         Write::UpdateApiKey(key) => {
-            let changed = tx
-                .execute(
-                    "UPDATE api_keys SET name = $2, updated_at = $3, expires_at = $4, decommissioned_at = $5 WHERE id = $1",
-                    &[
-                        &key.id,
-                        &key.name,
-                        &key.updated_at.as_micros(),
-                        &key.expires_at.map(|t| t.as_micros()),
-                        &key.decommissioned_at.map(|t| t.as_micros()),
-                    ],
-                )
-                .await
-                .map_err(db_err)?;
-            if changed == 0 { Err(Error::not_found("api key")) } else { Ok(()) }
+            tx.execute(
+                &statement,
+                &[
+                    &key.id,
+                    &key.name,
+                    &key.updated_at.as_micros(),
+                    &key.expires_at.map(|t| t.as_micros()),
+                    &key.decommissioned_at.map(|t| t.as_micros()),
+                ],
+            )
+            .await
         }
         Write::SaveReply(reply) => {
             tx.execute(
-                "INSERT INTO idempotency_replies (api_key_id, key, status, content_type, body, fingerprint, created_at, expires_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-                 ON CONFLICT (api_key_id, key) DO UPDATE SET status = EXCLUDED.status, content_type = EXCLUDED.content_type,
-                   body = EXCLUDED.body, fingerprint = EXCLUDED.fingerprint, created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at",
+                &statement,
                 &[
                     &reply.api_key_id,
                     &reply.key,
@@ -98,41 +167,26 @@ pub async fn apply(tx: &Transaction<'_>, write: &Write) -> Result<()> {
                 ],
             )
             .await
-            .map_err(db_err)?;
-            Ok(())
         }
         Write::PurgeReplies { keys, before } => {
             let (ids, names): (Vec<String>, Vec<String>) = keys.iter().cloned().unzip();
-            tx.execute(
-                "DELETE FROM idempotency_replies r USING unnest($1::text[], $2::text[]) AS k(api_key_id, key)
-                 WHERE r.api_key_id = k.api_key_id AND r.key = k.key AND r.expires_at <= $3",
-                &[&ids, &names, &before.as_micros()],
-            )
-            .await
-            .map_err(db_err)?;
-            Ok(())
+            tx.execute(&statement, &[&ids, &names, &before.as_micros()]).await
         }
+        Write::Replace { .. } => return Err(Error::internal("a replace has no single statement")),
+    }
+    .map_err(db_err)?;
+    match write {
+        Write::Delete { kind, .. } if affected == 0 => Err(Error::not_found(&kind_str(kind))),
+        Write::Require { kind, parameter, .. } if affected == 0 => {
+            Err(Error::invalid(parameter.clone(), format!("{parameter} does not name an existing {}", kind_str(kind))))
+        }
+        Write::UpdateApiKey(_) if affected == 0 => Err(Error::not_found("api key")),
+        _ => Ok(()),
     }
 }
 
-async fn insert_object(tx: &Transaction<'_>, record: &ObjectRecord) -> Result<()> {
-    let row = tx
-        .query_one(
-            "INSERT INTO objects (id, kind, org_id, live_mode, parent_id, created_at, version, doc)
-             VALUES ($1, $2, $3, $4, $5, $6, 1, $7) RETURNING seq",
-            &[
-                &record.id,
-                &record.kind,
-                &record.scope.organization_id,
-                &record.scope.live_mode,
-                &record.parent_id,
-                &record.created_at.as_micros(),
-                &record.doc,
-            ],
-        )
-        .await
-        .map_err(db_err)?;
-    insert_terms(tx, row.get(0), record).await
+fn term_columns(record: &ObjectRecord) -> (Vec<&str>, Vec<&str>) {
+    record.terms.iter().map(|t| (t.name.as_str(), t.value.as_str())).unzip()
 }
 
 async fn replace_object(tx: &Transaction<'_>, record: &ObjectRecord, expected_version: i64) -> Result<()> {
@@ -171,8 +225,7 @@ async fn insert_terms(tx: &Transaction<'_>, seq: i64, record: &ObjectRecord) -> 
     if record.terms.is_empty() {
         return Ok(());
     }
-    let names: Vec<&str> = record.terms.iter().map(|t| t.name.as_str()).collect();
-    let values: Vec<&str> = record.terms.iter().map(|t| t.value.as_str()).collect();
+    let (names, values) = term_columns(record);
     tx.execute(
         "INSERT INTO object_terms (object_seq, name, value) SELECT $1, n, v FROM unnest($2::text[], $3::text[]) AS t(n, v)
          ON CONFLICT DO NOTHING",

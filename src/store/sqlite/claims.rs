@@ -48,6 +48,12 @@ impl Claims {
         }
     }
 
+    /// Whether `token` is still the key's current claim.
+    pub fn holds(&self, token: &ClaimToken) -> bool {
+        let held = self.held.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        held.get(&(token.api_key_id.clone(), token.key.clone())).is_some_and(|h| h.nonce == token.nonce)
+    }
+
     pub fn release(&self, token: &ClaimToken) {
         let mut held = self.held.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let slot = (token.api_key_id.clone(), token.key.clone());

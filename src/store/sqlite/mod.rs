@@ -6,6 +6,7 @@
 //! that serves a SQLite file holds its lock file, so no other server can be in flight on it.
 
 mod claims;
+mod key_cache;
 mod migrations;
 mod writer;
 
@@ -21,7 +22,7 @@ use rusqlite::types::Value;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params, params_from_iter};
 use tokio::sync::oneshot;
 
-use super::{Claim, ClaimToken, Filter, ListQuery, Page, Store, StoredObject, StoredReply, WriteBatch, backend_error};
+use super::{Claim, ClaimToken, Filter, ListQuery, Page, Store, StoredObject, StoredReply, Write, WriteBatch, backend_error, claim_lost};
 use crate::domain::api_key::{ApiKey, KeyHash, KeyHasher, Scope};
 use crate::domain::time::Timestamp;
 use crate::error::{Error, Result};
@@ -37,6 +38,7 @@ pub struct SqliteStore {
     writer: writer::JobSender,
     hasher: KeyHasher,
     claims: claims::Claims,
+    keys: key_cache::KeyCache,
     path: PathBuf,
 }
 
@@ -91,6 +93,7 @@ impl SqliteStore {
             writer: tx,
             hasher,
             claims: claims::Claims::default(),
+            keys: key_cache::KeyCache::open(path),
             path: path.to_owned(),
         })
     }
@@ -258,6 +261,13 @@ pub(crate) fn escape_like(text: &str) -> String {
 #[async_trait]
 impl Store for SqliteStore {
     async fn commit(&self, batch: WriteBatch) -> Result<()> {
+        let claim = batch.claim.clone();
+        let changes_keys = batch.writes.iter().any(|w| matches!(w, Write::InsertApiKey { .. } | Write::UpdateApiKey(_)));
+        if let Some(token) = &claim
+            && !self.claims.holds(token)
+        {
+            return Err(claim_lost());
+        }
         let (done, outcome) = oneshot::channel();
         let job = writer::Job { batch, done };
         // The queue is bounded; when full, wait for room off the async workers.
@@ -273,7 +283,14 @@ impl Store for SqliteStore {
                 .map_err(|e| backend_error("enqueue", e))?
                 .map_err(|_| Error::internal("sqlite writer stopped"))?;
         }
-        outcome.await.map_err(|_| Error::internal("sqlite writer dropped a batch"))?
+        outcome.await.map_err(|_| Error::internal("sqlite writer dropped a batch"))??;
+        if changes_keys {
+            self.keys.bump();
+        }
+        if let Some(token) = &claim {
+            self.claims.release(token);
+        }
+        Ok(())
     }
 
     async fn get(&self, kind: &'static str, scope: &Scope, id: &str) -> Result<Option<StoredObject>> {
@@ -324,8 +341,17 @@ impl Store for SqliteStore {
     }
 
     async fn api_key_by_hash(&self, hash: &KeyHash) -> Result<Option<(ApiKey, KeyHash)>> {
+        // The epoch is read before the database, so an entry is never newer than its epoch.
+        let epoch = self.keys.epoch();
+        if let Some(hit) = epoch.and_then(|epoch| self.keys.get(epoch, hash)) {
+            return Ok(Some(hit));
+        }
         let sql = format!("SELECT {API_KEY_COLUMNS} FROM api_keys WHERE key_hash = ?1");
-        self.read(|conn| conn.prepare_cached(&sql)?.query_row([&hash.0[..]], api_key_row).optional())
+        let found = self.read(|conn| conn.prepare_cached(&sql)?.query_row([&hash.0[..]], api_key_row).optional())?;
+        if let (Some(epoch), Some(found)) = (epoch, &found) {
+            self.keys.insert(epoch, found);
+        }
+        Ok(found)
     }
 
     async fn api_key(&self, id: &str) -> Result<Option<ApiKey>> {
