@@ -11,10 +11,23 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::domain::time::Timestamp;
 use crate::store::ClaimToken;
 
-#[derive(Debug, Default)]
+/// Stripes of the reply generation (a power of two).
+const STRIPES: usize = 1024;
+
+#[derive(Debug)]
 pub struct Claims {
     held: Mutex<HashMap<(String, String), Held>>,
     next_nonce: AtomicU64,
+    /// Bumped, per stripe of keys, whenever an owner commits a reply, before it lets go of its
+    /// claim. A claimant that sees its stripe unchanged since before its first reply lookup
+    /// knows no reply for its key can have landed since, and skips the second lookup.
+    replies: Box<[AtomicU64]>,
+}
+
+impl Default for Claims {
+    fn default() -> Self {
+        Claims { held: Mutex::default(), next_nonce: AtomicU64::new(0), replies: (0..STRIPES).map(|_| AtomicU64::new(0)).collect() }
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -48,6 +61,22 @@ impl Claims {
         }
     }
 
+    fn stripe(&self, api_key_id: &str, key: &str) -> &AtomicU64 {
+        use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one((api_key_id, key));
+        &self.replies[(hash as usize) & (STRIPES - 1)]
+    }
+
+    /// The key's reply generation: read it before looking for a stored reply.
+    pub fn reply_generation(&self, api_key_id: &str, key: &str) -> u64 {
+        self.stripe(api_key_id, key).load(Ordering::SeqCst)
+    }
+
+    /// Records that the holder of `token` committed its reply (call before releasing).
+    pub fn note_reply(&self, token: &ClaimToken) {
+        self.stripe(&token.api_key_id, &token.key).fetch_add(1, Ordering::SeqCst);
+    }
+
     /// Whether `token` is still the key's current claim.
     pub fn holds(&self, token: &ClaimToken) -> bool {
         let held = self.held.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -79,5 +108,16 @@ mod tests {
         assert!(claims.try_take("k1", "idem", Timestamp::from_micros(1_000_001), 1000).is_none());
         claims.release(&late);
         assert!(claims.try_take("k1", "idem", Timestamp::from_micros(1_000_001), 1000).is_some());
+    }
+
+    #[test]
+    fn i4_a_committed_reply_changes_its_keys_generation() {
+        let claims = Claims::default();
+        let t0 = Timestamp::from_micros(0);
+        let before = claims.reply_generation("k1", "idem");
+        let token = claims.try_take("k1", "idem", t0, 1000).unwrap();
+        assert_eq!(claims.reply_generation("k1", "idem"), before, "claiming alone changes nothing");
+        claims.note_reply(&token);
+        assert_ne!(claims.reply_generation("k1", "idem"), before);
     }
 }

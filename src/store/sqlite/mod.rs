@@ -40,6 +40,8 @@ pub struct SqliteStore {
     claims: claims::Claims,
     keys: key_cache::KeyCache,
     path: PathBuf,
+    /// Dropping it stops the checkpointer thread.
+    _checkpointer: mpsc::Sender<()>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -85,8 +87,18 @@ impl SqliteStore {
         migrations::apply(&mut conn)?;
         let hasher = KeyHasher::new(load_pepper(&conn)?);
         let readers = (0..READERS).map(|_| open_reader(path).map(Mutex::new)).collect::<anyhow::Result<Vec<_>>>()?;
+        conn.pragma_update(None, "wal_autocheckpoint", writer::WRITER_AUTOCHECKPOINT_PAGES)?;
+        // Ids and idempotency keys are random, so inserts land all over their indexes: with
+        // SQLite's default 2 MiB cache the writer re-read a page from the OS for most of them.
+        conn.pragma_update(None, "cache_size", -writer::WRITER_CACHE_KIB)?;
         let (tx, rx) = mpsc::sync_channel(WRITE_QUEUE_MAX);
-        std::thread::Builder::new().name("payrail-sqlite-writer".into()).spawn(move || writer::run(conn, rx))?;
+        std::thread::Builder::new().name("sqlite-writer".into()).spawn(move || writer::run(conn, rx))?;
+        let checkpoint_conn = Connection::open(path)?;
+        configure(&checkpoint_conn)?;
+        let (checkpointer, stop) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("sqlite-checkpoint".into())
+            .spawn(move || writer::checkpoint_loop(checkpoint_conn, stop))?;
         Ok(SqliteStore {
             readers,
             next_reader: AtomicUsize::new(0),
@@ -95,6 +107,7 @@ impl SqliteStore {
             claims: claims::Claims::default(),
             keys: key_cache::KeyCache::open(path),
             path: path.to_owned(),
+            _checkpointer: checkpointer,
         })
     }
 
@@ -146,6 +159,9 @@ fn configure(conn: &Connection) -> rusqlite::Result<()> {
     // WAL with FULL sync: a commit is on disk (WAL fsynced) before it returns (SPEC S3).
     conn.pragma_update(None, "journal_mode", "WAL")?;
     conn.pragma_update(None, "synchronous", "FULL")?;
+    // Statement and savepoint journals in memory: they only matter until their transaction
+    // ends, and writing them to a temporary file cost the writer a syscall per page.
+    conn.pragma_update(None, "temp_store", "MEMORY")?;
     conn.set_prepared_statement_cache_capacity(64);
     Ok(())
 }
@@ -263,6 +279,7 @@ impl Store for SqliteStore {
     async fn commit(&self, batch: WriteBatch) -> Result<()> {
         let claim = batch.claim.clone();
         let changes_keys = batch.writes.iter().any(|w| matches!(w, Write::InsertApiKey { .. } | Write::UpdateApiKey(_)));
+        let saves_reply = batch.writes.iter().any(|w| matches!(w, Write::SaveReply(_)));
         if let Some(token) = &claim
             && !self.claims.holds(token)
         {
@@ -288,6 +305,9 @@ impl Store for SqliteStore {
             self.keys.bump();
         }
         if let Some(token) = &claim {
+            if saves_reply {
+                self.claims.note_reply(token);
+            }
             self.claims.release(token);
         }
         Ok(())
@@ -375,15 +395,20 @@ impl Store for SqliteStore {
     }
 
     async fn claim(&self, api_key_id: &str, key: &str, now: Timestamp, lease_ms: u64) -> Result<Claim> {
+        let generation = self.claims.reply_generation(api_key_id, key);
         // A stored success answers at once, without claiming: replays never contend (I4).
         if let Some(reply) = self.reply(api_key_id, key, now)? {
             return Ok(Claim::Replay(reply));
         }
-        // Then claim, and look again: a finishing owner stores its reply before it releases, so
-        // whoever gets the claim after that release sees the reply.
+        // Then claim. A finishing owner stores its reply before it releases, so whoever gets
+        // the claim after that release must look again, unless no reply landed since the first
+        // look (owners bump the key's generation after committing a reply and before releasing).
         let Some(token) = self.claims.try_take(api_key_id, key, now, lease_ms) else {
             return Ok(Claim::InFlight);
         };
+        if self.claims.reply_generation(api_key_id, key) == generation {
+            return Ok(Claim::Acquired(token));
+        }
         match self.reply(api_key_id, key, now) {
             Ok(Some(reply)) => {
                 self.claims.release(&token);
