@@ -170,6 +170,7 @@ impl Scenario {
     }
 }
 
+#[derive(Clone)]
 struct Plan {
     opts: Options,
     postgres: bool,
@@ -249,6 +250,28 @@ impl RunResult {
 
     fn rps(&self) -> f64 {
         if self.elapsed_s > 0.0 { self.ok as f64 / self.elapsed_s } else { 0.0 }
+    }
+
+    /// Adds another round of the same scenario: counts and histograms add up, CPU is averaged
+    /// over the rounds' measured time.
+    fn absorb(&mut self, round: RunResult) {
+        let weighted = |a: Option<f64>, wa: f64, b: Option<f64>, wb: f64| match (a, b) {
+            (Some(a), Some(b)) if wa + wb > 0.0 => Some((a * wa + b * wb) / (wa + wb)),
+            (a, b) => a.or(b),
+        };
+        self.server_cpu_cores = weighted(self.server_cpu_cores, self.elapsed_s, round.server_cpu_cores, round.elapsed_s);
+        self.bench_cpu_cores = weighted(self.bench_cpu_cores, self.elapsed_s, round.bench_cpu_cores, round.elapsed_s);
+        self.ok += round.ok;
+        self.errors += round.errors;
+        self.reconnects += round.reconnects;
+        self.elapsed_s += round.elapsed_s;
+        let _ = self.hist.add(&round.hist);
+        for sample in round.error_samples {
+            if self.error_samples.len() < ERROR_SAMPLES_MAX && !self.error_samples.contains(&sample) {
+                self.error_samples.push(sample);
+            }
+        }
+        self.rss_mb = round.rss_mb.or(self.rss_mb);
     }
 
     fn ms(&self, quantile: f64) -> f64 {
@@ -1416,6 +1439,32 @@ struct MainRun {
 }
 
 /// The main server: every API scenario with its ceilings.
+/// Rounds of http_ceiling and ping, alternating, each a share of the run's duration.
+const PING_ROUNDS: u32 = 4;
+
+async fn interleaved_ping(
+    ceiling: &Arc<Target>,
+    target: &Arc<Target>,
+    server: &ServerProcess,
+    fixture: &Arc<Fixture>,
+    conns: usize,
+    plan: &Plan,
+) -> (RunResult, RunResult) {
+    let round_plan = Plan { opts: Options { duration: plan.opts.duration / PING_ROUNDS, ..plan.opts.clone() }, ..plan.clone() };
+    let (mut ceiling_total, mut ping_total) = (RunResult::empty("http_ceiling", conns), RunResult::empty("ping", conns));
+    for _ in 0..PING_ROUNDS {
+        let cpu = CpuMeter::start(None);
+        let mut run = run_http(ceiling, Scenario::HttpCeiling, fixture, conns, &round_plan).await;
+        cpu.finish(&mut run);
+        ceiling_total.absorb(run);
+        let cpu = CpuMeter::start(server.pid());
+        let mut run = run_http(target, Scenario::Ping, fixture, conns, &round_plan).await;
+        cpu.finish(&mut run);
+        ping_total.absorb(run);
+    }
+    (ceiling_total, ping_total)
+}
+
 async fn main_scenarios(plan: &Plan, root: &Path, store: &Store) -> BoxResult<MainRun> {
     let dir = root.join("main");
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
@@ -1437,10 +1486,14 @@ async fn main_scenarios(plan: &Plan, root: &Path, store: &Store) -> BoxResult<Ma
     for scenario in Scenario::ALL.into_iter().filter(|&s| s != Scenario::ReplayScale && plan.selected(s)) {
         for conns in plan.concurrencies(scenario) {
             if scenario == Scenario::Ping {
-                let cpu = CpuMeter::start(None);
-                let mut run = run_http(&ceiling_target, Scenario::HttpCeiling, &fixture, conns, plan).await;
-                cpu.finish(&mut run);
-                results.push(run);
+                // Interleaved rounds, so that the ceiling and ping share the machine's weather
+                // (on a shared 2-core machine one back-to-back pair could differ by 40 %).
+                let (ceiling_run, ping_run) = interleaved_ping(&ceiling_target, &target, &server, &fixture, conns, plan).await;
+                results.push(ceiling_run);
+                let mut ping_run = ping_run;
+                ping_run.rss_mb = server.rss_mb();
+                results.push(ping_run);
+                continue;
             }
             if scenario == Scenario::CreateCounterparty {
                 // Measured right before each create run, so both see the same disk weather.

@@ -116,6 +116,39 @@ async fn slow_headers_are_cut_off() {
 }
 
 #[tokio::test]
+async fn the_header_timeout_spares_bodies_and_closes_idle_keep_alive_connections() {
+    let server = TestServer::start_with(|c| c.header_read_timeout_ms = 300).await;
+    let key = server.key().await;
+    let mut stream = tls(&server).await;
+    let auth = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, format!("x-api-key:{}", key.secret));
+    let body = br#"{"name":"Patient Upload"}"#;
+    let head = format!(
+        "POST /api/counterparties HTTP/1.1\r\nHost: localhost\r\nAuthorization: Basic {auth}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(&body[..10]).await.unwrap();
+    stream.flush().await.unwrap();
+    // Three header timeouts pass while the body trickles in: only heads are timed.
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    stream.write_all(&body[10..]).await.unwrap();
+    stream.flush().await.unwrap();
+    let mut reply = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&reply).contains("Patient Upload") {
+        match tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf)).await {
+            Ok(Ok(n)) if n > 0 => reply.extend_from_slice(&buf[..n]),
+            other => panic!("no reply ({other:?}): {}", String::from_utf8_lossy(&reply)),
+        }
+    }
+    assert!(reply.starts_with(b"HTTP/1.1 201"), "{}", String::from_utf8_lossy(&reply));
+    // Then the connection waits for a next head that never comes, and is closed.
+    let (rest, waited) = read_until_closed(&mut stream).await;
+    assert!(rest.is_empty(), "{rest}");
+    assert!(waited < Duration::from_secs(3), "an idle keep-alive connection is closed after the header timeout: {waited:?}");
+}
+
+#[tokio::test]
 async fn slow_bodies_time_out_with_503_and_commit_nothing() {
     let server = TestServer::start_with(|c| c.request_timeout_ms = 500).await;
     let key = server.key().await;

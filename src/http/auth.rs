@@ -5,11 +5,9 @@
 //! constant-time. Every refusal looks the same from outside: 401, `invalid_key` (or
 //! `expired_key` for a rolled key past its grace), and `WWW-Authenticate`.
 
-use axum::extract::{FromRequestParts, Request, State};
+use axum::extract::{FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
-use axum::middleware::Next;
-use axum::response::Response;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 
@@ -42,16 +40,16 @@ impl<S: Send + Sync> FromRequestParts<S> for Principal {
     }
 }
 
-/// Middleware: authenticates every request under `/api`, or answers 401 before routing (so
-/// unknown paths say 401, not 404). Other paths pass through to their 404.
-pub async fn require_api_key(State(state): State<AppState>, mut request: Request, next: Next) -> Result<Response, Error> {
+/// Authenticates a request under `/api` and attaches its [`Principal`], or refuses it before
+/// routing (so unknown paths say 401, not 404). Other paths pass untouched to their 404.
+pub async fn authenticate_request(state: &AppState, request: &mut Request) -> Result<(), Error> {
     let path = request.uri().path();
     if path != "/api" && !path.starts_with("/api/") {
-        return Ok(next.run(request).await);
+        return Ok(());
     }
-    let key = authenticate(&state, request.headers()).await?;
+    let key = authenticate(state, request.headers()).await?;
     request.extensions_mut().insert(Principal { key });
-    Ok(next.run(request).await)
+    Ok(())
 }
 
 async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<ApiKey, Error> {

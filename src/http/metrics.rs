@@ -5,13 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::sync::Mutex;
-use std::time::Instant;
 
-use axum::extract::{MatchedPath, Request, State};
-use axum::middleware::Next;
-use axum::response::Response;
-
-use super::AppState;
 
 /// Upper bounds of the latency buckets, in seconds.
 const BUCKETS_S: [f64; 12] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0];
@@ -75,19 +69,6 @@ impl Metrics {
         }
         out
     }
-}
-
-/// Middleware: times every request and logs it (never its headers: they carry the key).
-pub async fn track(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let started = Instant::now();
-    let method = request.method().clone();
-    let response = next.run(request).await;
-    let route = response.extensions().get::<MatchedPath>().map_or("unmatched", |p| p.as_str());
-    let elapsed = started.elapsed();
-    let status = response.status().as_u16();
-    state.metrics.observe(route, &method, status, elapsed.as_secs_f64());
-    tracing::debug!(%method, %route, status, elapsed_us = elapsed.as_micros() as u64, "request");
-    response
 }
 
 #[cfg(test)]

@@ -2,11 +2,12 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -82,16 +83,84 @@ async fn serve_connection<S>(io: TokioIo<S>, app: Router, watcher: hyper_util::s
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| app.clone().oneshot(request));
+    let heads = Arc::new(HeadWatch::new());
+    let service = {
+        let heads = heads.clone();
+        hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+            let busy = heads.request_started();
+            let reply = app.clone().oneshot(request);
+            async move {
+                let reply = reply.await;
+                drop(busy);
+                reply
+            }
+        })
+    };
+    // Large or numerous headers are refused (431); slow senders of headers are cut off below.
     let connection = hyper::server::conn::http1::Builder::new()
-        .timer(TokioTimer::new())
-        // Slow senders of headers are cut off; large or numerous headers are refused (431).
-        .header_read_timeout(header_read_timeout)
         .max_headers(HEADERS_MAX)
         .max_buf_size(HEADER_BYTES_MAX)
         .serve_connection(io, service);
-    if let Err(err) = watcher.watch(connection).await {
-        tracing::debug!(%err, "connection ended with an error");
+    tokio::select! {
+        served = watcher.watch(connection) => {
+            if let Err(err) = served {
+                tracing::debug!(%err, "connection ended with an error");
+            }
+        }
+        () = heads.expired(header_read_timeout) => tracing::debug!("closed a connection that sent no request head in time"),
+    }
+}
+
+/// Cuts off a connection that has been waiting for a request head longer than the header read
+/// timeout: slow senders of headers, and idle keep-alive connections. hyper can do this itself,
+/// but it allocates and registers a timer for every request (a tenth of a ping's CPU in the
+/// benchmark); one coarse watchdog per connection costs a clock read per request.
+struct HeadWatch {
+    since: Instant,
+    /// Requests whose head was read and whose reply is not ready yet.
+    busy: AtomicUsize,
+    /// When the connection last became free to read a head, in ms after `since`.
+    idle_from_ms: AtomicU64,
+}
+
+/// Marks a request in progress until dropped.
+struct Busy(Arc<HeadWatch>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        let now = self.0.now_ms();
+        self.0.idle_from_ms.store(now, Ordering::Release);
+        self.0.busy.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl HeadWatch {
+    fn new() -> Self {
+        HeadWatch { since: Instant::now(), busy: AtomicUsize::new(0), idle_from_ms: AtomicU64::new(0) }
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.since.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn request_started(self: &Arc<Self>) -> Busy {
+        self.busy.fetch_add(1, Ordering::AcqRel);
+        Busy(self.clone())
+    }
+
+    /// Resolves once the connection has waited `limit` for a head (checked every quarter of it,
+    /// so a connection is cut off between `limit` and 1.25 `limit`).
+    async fn expired(&self, limit: Duration) {
+        let limit_ms = u64::try_from(limit.as_millis()).unwrap_or(u64::MAX);
+        let mut ticks = tokio::time::interval((limit / 4).max(Duration::from_millis(5)));
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            let idle = self.busy.load(Ordering::Acquire) == 0;
+            if idle && self.now_ms().saturating_sub(self.idle_from_ms.load(Ordering::Acquire)) >= limit_ms {
+                return;
+            }
+        }
     }
 }
 

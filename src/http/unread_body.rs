@@ -21,7 +21,6 @@ use std::time::Duration;
 use axum::body::{Body, Bytes};
 use axum::extract::Request;
 use axum::http::{HeaderValue, header};
-use axum::middleware::Next;
 use axum::response::Response;
 use http_body_util::BodyExt;
 use hyper::body::{Body as HttpBody, Frame, SizeHint};
@@ -85,17 +84,22 @@ impl HttpBody for Watched {
     }
 }
 
-pub async fn close_if_unread(request: Request, next: Next) -> Response {
+/// Watches a request's body: the returned flag turns true once the handler read it to the end.
+/// A body already complete (no body, or fully buffered) needs no watching.
+pub fn watch(request: Request) -> (Request, Option<Arc<AtomicBool>>) {
     let (parts, body) = request.into_parts();
     if body.is_end_stream() {
-        return next.run(Request::from_parts(parts, body)).await;
+        return (Request::from_parts(parts, body), None);
     }
     let finished = Arc::new(AtomicBool::new(false));
     let drain_max_bytes = parts.extensions.get::<super::extract::BodyLimit>().map_or(0, |limit| limit.0);
     let watched = Watched { inner: body, finished: finished.clone(), drain_max_bytes };
-    let mut response = next.run(Request::from_parts(parts, Body::new(watched.boxed_unsync()))).await;
-    if !finished.load(Ordering::Acquire) {
+    (Request::from_parts(parts, Body::new(watched.boxed_unsync())), Some(finished))
+}
+
+/// Marks the reply `Connection: close` if the watched body was left unread.
+pub fn close_if_unread(response: &mut Response, finished: Option<&AtomicBool>) {
+    if finished.is_some_and(|finished| !finished.load(Ordering::Acquire)) {
         response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
-    response
 }
