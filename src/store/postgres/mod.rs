@@ -7,6 +7,7 @@
 //! Commits are durable (`synchronous_commit=on` on every connection). A database that cannot
 //! be reached answers 503 with `Retry-After`; the pool reconnects by itself when it returns.
 
+mod group;
 mod migrations;
 mod writes;
 
@@ -35,6 +36,8 @@ const RANK_MASK: i64 = (1 << RANK_BITS) - 1;
 pub struct PostgresStore {
     pool: Pool,
     hasher: KeyHasher,
+    /// Creates of concurrent requests, committed together (see `group`).
+    group: group::Queue,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -89,7 +92,8 @@ impl PostgresStore {
             .create_timeout(Some(POOL_WAIT))
             .runtime(Runtime::Tokio1)
             .build()?;
-        Ok(PostgresStore { pool, hasher: KeyHasher::new(pepper) })
+        let group = group::start(pool.clone());
+        Ok(PostgresStore { pool, hasher: KeyHasher::new(pepper), group })
     }
 
     /// Only migrates (the `payrail migrate` command).
@@ -117,6 +121,21 @@ impl PostgresStore {
     }
 }
 
+/// One statement: a stored success if there is one (replays never contend, I4); otherwise the
+/// key is taken if nobody holds it or the holder's lease ran out (a crashed owner, I8).
+/// Columns: the reply's (NULL when none), then the nonce if the key was taken.
+const CLAIM_SQL: &str = "WITH stored AS (
+       SELECT status, content_type, body, fingerprint, created_at, expires_at FROM idempotency_replies
+       WHERE api_key_id = $1 AND key = $2 AND expires_at > $5),
+     taken AS (
+       INSERT INTO idempotency_claims (api_key_id, key, nonce, lease_until)
+       SELECT $1, $2, $3::bigint, $4::bigint WHERE NOT EXISTS (SELECT 1 FROM stored)
+       ON CONFLICT (api_key_id, key) DO UPDATE SET nonce = EXCLUDED.nonce, lease_until = EXCLUDED.lease_until
+       WHERE idempotency_claims.lease_until <= $5
+       RETURNING nonce)
+     SELECT s.status, s.content_type, s.body, s.fingerprint, s.created_at, s.expires_at, (SELECT nonce FROM taken)
+     FROM (SELECT 1) AS one LEFT JOIN stored s ON true";
+
 const REPLY_SQL: &str = "SELECT status, content_type, body, fingerprint, created_at, expires_at FROM idempotency_replies
      WHERE api_key_id = $1 AND key = $2 AND expires_at > $3";
 
@@ -132,6 +151,20 @@ fn stored_reply(api_key_id: &str, key: &str, row: &Row) -> StoredReply {
         created_at: Timestamp::from_micros(row.get(4)),
         expires_at: Timestamp::from_micros(row.get(5)),
     }
+}
+
+/// Commits one batch in its own transaction.
+async fn commit_alone(pool: &Pool, batch: WriteBatch) -> Result<()> {
+    let mut client = pool.get().await.map_err(pool_err)?;
+    let tx = client.transaction().await.map_err(db_err)?;
+    writes::apply_all(&tx, batch.claim.as_ref(), &batch.writes).await?;
+    // Checked last, just before the commit: after this the request's answer is the commit's.
+    if let Some(gate) = &batch.gate
+        && !gate.begin_commit()
+    {
+        return Err(Error::Unavailable { message: "the request was abandoned before it committed".into(), retry_after_s: 1 });
+    }
+    tx.commit().await.map_err(db_err)
 }
 
 async fn load_pepper(client: &tokio_postgres::Client) -> anyhow::Result<Vec<u8>> {
@@ -244,16 +277,11 @@ fn list_sql(query: &ListQuery) -> (String, Vec<Box<dyn ToSql + Sync + Send>>) {
 #[async_trait]
 impl Store for PostgresStore {
     async fn commit(&self, batch: WriteBatch) -> Result<()> {
-        let mut client = self.client().await?;
-        let tx = client.transaction().await.map_err(db_err)?;
-        writes::apply_all(&tx, batch.claim.as_ref(), &batch.writes).await?;
-        // Checked last, just before the commit: after this the request's answer is the commit's.
-        if let Some(gate) = &batch.gate
-            && !gate.begin_commit()
-        {
-            return Err(Error::Unavailable { message: "the request was abandoned before it committed".into(), retry_after_s: 1 });
+        if group::eligible(&batch) {
+            group::submit(&self.group, batch).await
+        } else {
+            commit_alone(&self.pool, batch).await
         }
-        tx.commit().await.map_err(db_err)
     }
 
     async fn get(&self, kind: &'static str, scope: &Scope, id: &str) -> Result<Option<StoredObject>> {
@@ -314,42 +342,24 @@ impl Store for PostgresStore {
     }
 
     async fn claim(&self, api_key_id: &str, key: &str, now: Timestamp, lease_ms: u64) -> Result<Claim> {
-        // A stored success answers at once, without claiming: replays never contend (I4).
-        if let Some(reply) = self.reply(api_key_id, key, now).await? {
-            return Ok(Claim::Replay(reply));
-        }
         let nonce: i64 = rand::rng().random_range(1..i64::MAX);
         let lease_until = now.plus_micros(i64::try_from(lease_ms).unwrap_or(i64::MAX / 1000).saturating_mul(1000));
-        let client = self.client().await?;
-        // Takes the key if nobody holds it, or if the holder's lease ran out (a crashed owner).
-        let take = client
-            .prepare_cached(
-                "INSERT INTO idempotency_claims (api_key_id, key, nonce, lease_until) VALUES ($1, $2, $3, $4)
-                 ON CONFLICT (api_key_id, key) DO UPDATE SET nonce = EXCLUDED.nonce, lease_until = EXCLUDED.lease_until
-                 WHERE idempotency_claims.lease_until <= $5
-                 RETURNING nonce",
-            )
-            .await
-            .map_err(db_err)?;
-        let look = client.prepare_cached(REPLY_SQL).await.map_err(db_err)?;
-        // As on SQLite: having claimed, look again for a reply the previous owner committed.
-        // Both leave in one pipeline; the lookup runs after the claim, in a fresh snapshot.
-        let (lease_until, now) = (lease_until.as_micros(), now.as_micros());
-        let take_params: [&(dyn ToSql + Sync); 5] = [&api_key_id, &key, &nonce, &lease_until, &now];
-        let look_params: [&(dyn ToSql + Sync); 3] = [&api_key_id, &key, &now];
-        let (taken, reply) = tokio::join!(client.query(&take, &take_params), client.query(&look, &look_params));
-        drop(client);
-        let taken = !taken.map_err(db_err)?.is_empty();
+        let rows = self.query(CLAIM_SQL, &[&api_key_id, &key, &nonce, &lease_until.as_micros(), &now.as_micros()]).await?;
+        let row = rows.first().ok_or_else(|| Error::internal("the claim statement returned no row"))?;
+        if row.get::<_, Option<i32>>(0).is_some() {
+            return Ok(Claim::Replay(stored_reply(api_key_id, key, row)));
+        }
+        if row.get::<_, Option<i64>>(6).is_none() {
+            return Ok(Claim::InFlight);
+        }
         let token = ClaimToken { api_key_id: api_key_id.to_owned(), key: key.to_owned(), nonce: nonce as u64 };
-        let reply = reply.map_err(db_err).map(|rows| rows.first().map(|row| stored_reply(api_key_id, key, row)));
-        match (taken, reply) {
-            (true, Ok(None)) => Ok(Claim::Acquired(token)),
-            (false, Ok(None)) => Ok(Claim::InFlight),
-            (taken, reply) => {
-                if taken {
-                    self.release(&token).await;
-                }
-                reply.map(|reply| reply.map_or(Claim::InFlight, Claim::Replay))
+        // As on SQLite: having claimed, look again, in a snapshot taken after the claim, for a
+        // reply the previous owner committed as it let go of the key.
+        match self.reply(api_key_id, key, now).await {
+            Ok(None) => Ok(Claim::Acquired(token)),
+            found => {
+                self.release(&token).await;
+                found.map(|reply| reply.map_or(Claim::InFlight, Claim::Replay))
             }
         }
     }

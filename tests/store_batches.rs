@@ -1,0 +1,114 @@
+//! The storage contract under concurrency, on whichever store the suite runs (SPEC I3, I8, S3):
+//! batches committed at once share transactions (SQLite's group commit, PostgreSQL's grouped
+//! creates), yet each one commits or fails on its own, and only while its claim is held.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::test_database_url;
+use payrail::domain::api_key::Scope;
+use payrail::domain::time::Timestamp;
+use payrail::error::Error;
+use payrail::store::postgres::PostgresStore;
+use payrail::store::{Claim, ClaimToken, ListQuery, ObjectRecord, Store, StoredReply, Term, Write, WriteBatch};
+
+async fn store(dir: &std::path::Path) -> Arc<dyn Store> {
+    match test_database_url(dir).await {
+        Some(url) => Arc::new(PostgresStore::open(&url, 16).await.expect("open PostgreSQL")),
+        None => {
+            let config = payrail::config::Config { data_dir: dir.to_owned(), ..Default::default() };
+            payrail::open_store(&config).expect("open SQLite")
+        }
+    }
+}
+
+fn scope() -> Scope {
+    Scope { organization_id: "org_batches".into(), live_mode: false }
+}
+
+fn insert(id: &str) -> Write {
+    Write::Insert(ObjectRecord {
+        id: id.into(),
+        kind: "counterparty",
+        scope: scope(),
+        parent_id: None,
+        created_at: Timestamp::from_micros(1),
+        doc: format!(r#"{{"id":"{id}"}}"#),
+        terms: vec![Term::new("name", id), Term::new("metadata.k", "v")],
+    })
+}
+
+fn reply(key: &str) -> Write {
+    Write::SaveReply(StoredReply {
+        api_key_id: "key_batches".into(),
+        key: key.into(),
+        status: 201,
+        content_type: "application/json".into(),
+        body: bytes::Bytes::from(format!(r#"{{"key":"{key}"}}"#)),
+        fingerprint: [0; 32],
+        created_at: Timestamp::from_micros(1),
+        expires_at: Timestamp::from_micros(i64::MAX / 2),
+    })
+}
+
+#[tokio::test]
+async fn s3_concurrent_batches_commit_or_fail_each_on_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path()).await;
+    let mut anchor = WriteBatch::new();
+    anchor.push(insert("cp_anchor"));
+    store.commit(anchor).await.unwrap();
+
+    let now = Timestamp::from_micros(10);
+    let mut attempts = Vec::new();
+    for i in 0..60 {
+        let key = format!("idem-{i}");
+        let token = match store.claim("key_batches", &key, now, 60_000).await.unwrap() {
+            Claim::Acquired(token) => token,
+            other => panic!("a fresh key is acquired, got {other:?}"),
+        };
+        let mut batch = WriteBatch::new();
+        batch.push(insert(&format!("cp_{i}"))).push(reply(&key));
+        // Every fifth batch needs an object that does not exist; every seventh holds a claim
+        // that is not the key's (as if it had been lost): both must fail, alone.
+        let require = if i % 5 == 0 { "cp_missing" } else { "cp_anchor" };
+        batch.push(Write::Require { kind: "counterparty", scope: scope(), id: require.into(), parameter: "counterparty_id".into() });
+        // The last two collide on an id: whichever commits first wins; the group they share
+        // must still commit everyone else's.
+        if i >= 58 {
+            batch.push(insert("cp_dup"));
+        }
+        batch.claim = Some(if i % 7 == 0 { ClaimToken { nonce: token.nonce.wrapping_add(1), ..token } } else { token });
+        attempts.push(batch);
+    }
+    let outcomes = futures_util::future::join_all(attempts.into_iter().map(|batch| store.commit(batch))).await;
+
+    let mut expected = vec!["cp_anchor".to_owned(), "cp_dup".to_owned()];
+    let colliding: Vec<&Result<(), Error>> = outcomes[58..].iter().collect();
+    assert_eq!(colliding.iter().filter(|o| o.is_ok()).count(), 1, "one of two colliding batches commits: {colliding:?}");
+    for (i, outcome) in outcomes.iter().enumerate().take(58) {
+        match (i % 7 == 0, i % 5 == 0, outcome) {
+            (true, _, Err(Error::Conflict { parameter, .. })) => assert_eq!(parameter.as_deref(), Some("Idempotency-Key")),
+            (false, true, Err(Error::Invalid { parameter, .. })) => assert_eq!(parameter, "counterparty_id"),
+            (false, false, Ok(())) => expected.push(format!("cp_{i}")),
+            (lost, missing, outcome) => panic!("batch {i} (claim lost: {lost}, precondition missing: {missing}) answered {outcome:?}"),
+        }
+    }
+    let page = store.list(&ListQuery { kind: "counterparty", scope: scope(), filters: vec![], after_seq: None, limit: 100 }).await.unwrap();
+    let mut stored: Vec<String> = page.items.iter().map(|o| o.id.clone()).collect();
+    let winner = if outcomes[58].is_ok() { 58 } else { 59 };
+    expected.push(format!("cp_{winner}"));
+    stored.sort();
+    expected.sort();
+    assert_eq!(stored, expected, "exactly the batches that succeeded are stored, each whole");
+
+    // A committed batch released its claim with its reply: the key now replays. A failed one
+    // stored nothing: its key is still claimed (or free once released), never replayed.
+    for i in [1, 2, 3] {
+        assert!(matches!(store.claim("key_batches", &format!("idem-{i}"), now, 60_000).await.unwrap(), Claim::Replay(_)));
+    }
+    for i in [5, 14] {
+        assert!(!matches!(store.claim("key_batches", &format!("idem-{i}"), now, 60_000).await.unwrap(), Claim::Replay(_)));
+    }
+}
