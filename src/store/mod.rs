@@ -6,6 +6,7 @@
 //! [`WriteBatch`]: inserts, replacements guarded by a version, deletions, preconditions, and the
 //! idempotent reply, applied atomically and durably, or not at all (SPEC I3, I8, E4, S3).
 
+pub mod key_cache;
 pub mod postgres;
 pub mod sqlite;
 

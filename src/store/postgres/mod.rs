@@ -8,10 +8,12 @@
 //! be reached answers 503 with `Retry-After`; the pool reconnects by itself when it returns.
 
 mod group;
+mod key_watch;
 mod migrations;
 mod writes;
 
 use std::str::FromStr;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -21,7 +23,8 @@ use rand::{Rng, RngCore};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{NoTls, Row};
 
-use super::{Claim, ClaimToken, Filter, ListQuery, Page, Store, StoredObject, StoredReply, WriteBatch};
+use super::key_cache::KeyEntries;
+use super::{Claim, ClaimToken, Filter, ListQuery, Page, Store, StoredObject, StoredReply, Write, WriteBatch};
 use crate::domain::api_key::{ApiKey, KeyHash, KeyHasher, Scope};
 use crate::domain::time::Timestamp;
 use crate::error::{Error, Result};
@@ -36,6 +39,11 @@ const RANK_MASK: i64 = (1 << RANK_BITS) - 1;
 pub struct PostgresStore {
     pool: Pool,
     hasher: KeyHasher,
+    /// For the key watch's own connection, started with the first authentication (a command
+    /// such as `payrail keys revoke` never starts one).
+    config: tokio_postgres::Config,
+    keys: KeyEntries,
+    key_watch: OnceLock<(Arc<key_watch::KeyWatch>, tokio::sync::oneshot::Sender<()>)>,
     /// Creates of concurrent requests, committed together (see `group`).
     group: group::Queue,
 }
@@ -85,7 +93,7 @@ impl PostgresStore {
         let pepper = load_pepper(&client).await?;
         drop(client);
         let _ = driver.await;
-        let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let manager = Manager::from_config(config.clone(), NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
         let pool = Pool::builder(manager)
             .max_size(pool_max.max(1))
             .wait_timeout(Some(POOL_WAIT))
@@ -93,7 +101,14 @@ impl PostgresStore {
             .runtime(Runtime::Tokio1)
             .build()?;
         let group = group::start(pool.clone());
-        Ok(PostgresStore { pool, hasher: KeyHasher::new(pepper), group })
+        Ok(PostgresStore {
+            pool,
+            hasher: KeyHasher::new(pepper),
+            config,
+            keys: KeyEntries::default(),
+            key_watch: OnceLock::new(),
+            group,
+        })
     }
 
     /// Only migrates (the `payrail migrate` command).
@@ -158,13 +173,20 @@ async fn commit_alone(pool: &Pool, batch: WriteBatch) -> Result<()> {
     let mut client = pool.get().await.map_err(pool_err)?;
     let tx = client.transaction().await.map_err(db_err)?;
     writes::apply_all(&tx, batch.claim.as_ref(), &batch.writes).await?;
+    let changes_keys = batch.writes.iter().any(|w| matches!(w, Write::InsertApiKey { .. } | Write::UpdateApiKey(_)));
+    let key_epoch = if changes_keys { Some(key_watch::bump(&tx).await?) } else { None };
     // Checked last, just before the commit: after this the request's answer is the commit's.
     if let Some(gate) = &batch.gate
         && !gate.begin_commit()
     {
         return Err(Error::Unavailable { message: "the request was abandoned before it committed".into(), retry_after_s: 1 });
     }
-    tx.commit().await.map_err(db_err)
+    tx.commit().await.map_err(db_err)?;
+    // A key change returns only once no instance can still serve the old key from its cache.
+    if let Some(epoch) = key_epoch {
+        key_watch::await_acknowledged(&client, epoch).await?;
+    }
+    Ok(())
 }
 
 async fn load_pepper(client: &tokio_postgres::Client) -> anyhow::Result<Vec<u8>> {
@@ -323,8 +345,18 @@ impl Store for PostgresStore {
     }
 
     async fn api_key_by_hash(&self, hash: &KeyHash) -> Result<Option<(ApiKey, KeyHash)>> {
+        let (watch, _) = self.key_watch.get_or_init(|| key_watch::start(self.config.clone()));
+        // The epoch is read before the database, so an entry is never newer than its epoch.
+        let epoch = watch.epoch();
+        if let Some(hit) = epoch.and_then(|epoch| self.keys.get(epoch, hash)) {
+            return Ok(Some(hit));
+        }
         let sql = format!("SELECT {API_KEY_COLUMNS} FROM api_keys WHERE key_hash = $1");
-        Ok(self.query(&sql, &[&&hash.0[..]]).await?.first().map(api_key_row))
+        let found = self.query(&sql, &[&&hash.0[..]]).await?.first().map(api_key_row);
+        if let (Some(epoch), Some(found)) = (epoch, &found) {
+            self.keys.insert(epoch, found);
+        }
+        Ok(found)
     }
 
     async fn api_key(&self, id: &str) -> Result<Option<ApiKey>> {
@@ -441,9 +473,14 @@ impl Store for PostgresStore {
 
     async fn purge_replies(&self, now: Timestamp, batch_max: usize) -> Result<usize> {
         let client = self.client().await?;
-        // Expired claims of vanished owners go too; they are harmless but need not linger.
+        // Expired claims of vanished owners go too, and instances gone for an hour; they are
+        // harmless but need not linger.
         client
             .execute("DELETE FROM idempotency_claims WHERE lease_until <= $1", &[&now.as_micros()])
+            .await
+            .map_err(db_err)?;
+        client
+            .execute("DELETE FROM key_cache_instances WHERE alive_until <= $1", &[&now.plus_secs(-3600).as_micros()])
             .await
             .map_err(db_err)?;
         let purged = client

@@ -6,7 +6,6 @@
 //! that serves a SQLite file holds its lock file, so no other server can be in flight on it.
 
 mod claims;
-mod key_cache;
 mod migrations;
 mod writer;
 
@@ -23,6 +22,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params, params_fro
 use tokio::sync::oneshot;
 
 use super::{Claim, ClaimToken, Filter, ListQuery, Page, Store, StoredObject, StoredReply, Write, WriteBatch, backend_error, claim_lost};
+use super::key_cache::{EpochFile, KeyEntries};
 use crate::domain::api_key::{ApiKey, KeyHash, KeyHasher, Scope};
 use crate::domain::time::Timestamp;
 use crate::error::{Error, Result};
@@ -38,7 +38,8 @@ pub struct SqliteStore {
     writer: writer::JobSender,
     hasher: KeyHasher,
     claims: claims::Claims,
-    keys: key_cache::KeyCache,
+    keys: KeyEntries,
+    keys_epoch: EpochFile,
     path: PathBuf,
     /// Dropping it stops the checkpointer thread.
     _checkpointer: mpsc::Sender<()>,
@@ -105,7 +106,8 @@ impl SqliteStore {
             writer: tx,
             hasher,
             claims: claims::Claims::default(),
-            keys: key_cache::KeyCache::open(path),
+            keys: KeyEntries::default(),
+            keys_epoch: EpochFile::open(path),
             path: path.to_owned(),
             _checkpointer: checkpointer,
         })
@@ -302,7 +304,7 @@ impl Store for SqliteStore {
         }
         outcome.await.map_err(|_| Error::internal("sqlite writer dropped a batch"))??;
         if changes_keys {
-            self.keys.bump();
+            self.keys_epoch.bump();
         }
         if let Some(token) = &claim {
             if saves_reply {
@@ -362,7 +364,7 @@ impl Store for SqliteStore {
 
     async fn api_key_by_hash(&self, hash: &KeyHash) -> Result<Option<(ApiKey, KeyHash)>> {
         // The epoch is read before the database, so an entry is never newer than its epoch.
-        let epoch = self.keys.epoch();
+        let epoch = self.keys_epoch.epoch();
         if let Some(hit) = epoch.and_then(|epoch| self.keys.get(epoch, hash)) {
             return Ok(Some(hit));
         }

@@ -1,12 +1,15 @@
-//! Verified API keys kept in memory, so that authenticating a request costs no SQLite read.
+//! Verified API keys kept in memory, so that authenticating a request costs no database read.
 //!
-//! SPEC A5 wants a revoked key refused at once, and keys change in another process (the CLI).
-//! Every commit that changes a key writes a fresh random value to `<db>.keys-epoch` after it
-//! commits and before it returns; every lookup first reads that value (one 8-byte `pread`, no
-//! lock) and trusts only entries cached under it. A request that starts after `keys revoke`
-//! returned therefore reads the new epoch and goes to the database. Without the epoch file (it
-//! cannot be created or read) nothing is cached. Unknown keys are never cached, so guessing
-//! cannot fill the cache; it is bounded anyway.
+//! SPEC A5 wants a revoked key refused at once, on every instance, and keys change in another
+//! process (the CLI). So entries are tagged with a key *epoch* that every key change moves before
+//! the command that made it returns, and a lookup trusts only entries of the current epoch:
+//! - SQLite ([`EpochFile`]): the change writes a fresh random value to `<db>.keys-epoch` after it
+//!   commits; every lookup reads it first (one 8-byte `pread`, no lock).
+//! - PostgreSQL (`postgres::key_watch`): the change bumps a counter in its transaction and waits
+//!   until every live instance has acknowledged it; instances hold a short lease and stop
+//!   trusting their cache when they cannot renew it.
+//!
+//! Unknown keys are never cached, so guessing cannot fill the cache; it is bounded anyway.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -21,11 +24,9 @@ use crate::domain::api_key::{ApiKey, KeyHash};
 /// Entries kept at most; past it the cache starts again empty (real deployments have dozens).
 const ENTRIES_MAX: usize = 10_000;
 
-#[derive(Debug)]
-pub struct KeyCache {
-    epoch_file: Option<File>,
-    entries: RwLock<Entries>,
-}
+/// Keys by hash, all read under one epoch.
+#[derive(Debug, Default)]
+pub struct KeyEntries(RwLock<Entries>);
 
 #[derive(Debug, Default)]
 struct Entries {
@@ -33,7 +34,33 @@ struct Entries {
     by_hash: HashMap<[u8; 32], (ApiKey, KeyHash)>,
 }
 
-impl KeyCache {
+impl KeyEntries {
+    pub fn get(&self, epoch: u64, hash: &KeyHash) -> Option<(ApiKey, KeyHash)> {
+        let entries = self.0.read().unwrap_or_else(|p| p.into_inner());
+        if entries.epoch != epoch {
+            return None;
+        }
+        entries.by_hash.get(&hash.0).cloned()
+    }
+
+    /// Remembers a key read from the database after `epoch` was read.
+    pub fn insert(&self, epoch: u64, found: &(ApiKey, KeyHash)) {
+        let mut entries = self.0.write().unwrap_or_else(|p| p.into_inner());
+        if entries.epoch != epoch || entries.by_hash.len() >= ENTRIES_MAX {
+            entries.by_hash.clear();
+            entries.epoch = epoch;
+        }
+        entries.by_hash.insert(found.1.0, found.clone());
+    }
+}
+
+/// The SQLite store's epoch: a file beside the database, shared by every process using it.
+#[derive(Debug)]
+pub struct EpochFile {
+    epoch_file: Option<File>,
+}
+
+impl EpochFile {
     pub fn open(db_path: &Path) -> Self {
         let path = format!("{}.keys-epoch", db_path.display());
         let file = File::options().read(true).write(true).create(true).truncate(false).open(&path);
@@ -44,7 +71,7 @@ impl KeyCache {
                 None
             }
         };
-        let cache = KeyCache { epoch_file, entries: RwLock::default() };
+        let cache = EpochFile { epoch_file };
         if cache.epoch().is_none() {
             cache.bump();
         }
@@ -65,24 +92,6 @@ impl KeyCache {
         if let Err(err) = file.write_all_at(&fresh, 0) {
             tracing::error!(%err, "could not announce an API key change; servers may serve a stale key until restarted");
         }
-    }
-
-    pub fn get(&self, epoch: u64, hash: &KeyHash) -> Option<(ApiKey, KeyHash)> {
-        let entries = self.entries.read().unwrap_or_else(|p| p.into_inner());
-        if entries.epoch != epoch {
-            return None;
-        }
-        entries.by_hash.get(&hash.0).cloned()
-    }
-
-    /// Remembers a key read from the database after `epoch` was read.
-    pub fn insert(&self, epoch: u64, found: &(ApiKey, KeyHash)) {
-        let mut entries = self.entries.write().unwrap_or_else(|p| p.into_inner());
-        if entries.epoch != epoch || entries.by_hash.len() >= ENTRIES_MAX {
-            entries.by_hash.clear();
-            entries.epoch = epoch;
-        }
-        entries.by_hash.insert(found.1.0, found.clone());
     }
 }
 
@@ -112,14 +121,13 @@ mod tests {
     fn a5_a_bump_from_another_handle_invalidates_at_once() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("payrail.db");
-        let server = KeyCache::open(&db);
-        let cli = KeyCache::open(&db);
+        let (server, cli, entries) = (EpochFile::open(&db), EpochFile::open(&db), KeyEntries::default());
         let epoch = server.epoch().unwrap();
-        server.insert(epoch, &key("k1"));
-        assert!(server.get(server.epoch().unwrap(), &KeyHash([7; 32])).is_some());
+        entries.insert(epoch, &key("k1"));
+        assert!(entries.get(server.epoch().unwrap(), &KeyHash([7; 32])).is_some());
         cli.bump();
         let now = server.epoch().unwrap();
         assert_ne!(now, epoch);
-        assert!(server.get(now, &KeyHash([7; 32])).is_none(), "an entry from before the bump is not trusted");
+        assert!(entries.get(now, &KeyHash([7; 32])).is_none(), "an entry from before the bump is not trusted");
     }
 }

@@ -1,0 +1,189 @@
+//! The key epoch on PostgreSQL: when an instance may trust its cached API keys (SPEC A5).
+//!
+//! Every key change bumps `keys_epoch` in its own transaction (with `NOTIFY payrail_keys`) and,
+//! once committed, waits until every live instance has acknowledged the new epoch in
+//! `key_cache_instances`, so `payrail keys revoke` returns only when no instance will accept
+//! the key again. An instance keeps one connection that listens for the notification and, on
+//! it or every [`HEARTBEAT`], reads the epoch, adopts it (which empties its cache), and only
+//! then acknowledges it while extending its lease (`alive_until`, on the database's clock).
+//! It trusts its cache only until shortly before that lease ends and while the connection is
+//! up; an instance that is partitioned, paused or gone stops trusting its cache before the
+//! database stops counting it as alive, so the waiting command never depends on it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use tokio::sync::oneshot;
+use tokio_postgres::{AsyncMessage, Client, NoTls};
+
+use super::db_err;
+use crate::error::Result;
+
+/// How often an instance renews its lease and re-reads the epoch without a notification.
+const HEARTBEAT: Duration = Duration::from_secs(1);
+/// The lease an instance holds in `key_cache_instances` (database clock).
+const LEASE: Duration = Duration::from_secs(5);
+/// How much sooner than its lease an instance stops trusting its cache (clock drift, delays).
+const MARGIN: Duration = Duration::from_secs(1);
+/// The database's clock, in microseconds since the Unix epoch.
+const DB_NOW: &str = "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint";
+
+/// An instance's view of the epoch, shared with its lookups.
+#[derive(Debug)]
+pub struct KeyWatch {
+    base: Instant,
+    epoch: AtomicU64,
+    /// Trusted until this many µs after `base`; 0 when not trusted at all.
+    trusted_until_us: AtomicU64,
+}
+
+impl KeyWatch {
+    fn new() -> Self {
+        KeyWatch { base: Instant::now(), epoch: AtomicU64::new(0), trusted_until_us: AtomicU64::new(0) }
+    }
+
+    /// The epoch cached keys may be read under, or None when the cache must not be trusted.
+    pub fn epoch(&self) -> Option<u64> {
+        let now = u64::try_from(self.base.elapsed().as_micros()).unwrap_or(u64::MAX);
+        (now < self.trusted_until_us.load(Ordering::SeqCst)).then(|| self.epoch.load(Ordering::SeqCst))
+    }
+
+    fn adopt(&self, epoch: u64) {
+        self.epoch.store(epoch, Ordering::SeqCst);
+    }
+
+    fn trust_until(&self, until: Instant) {
+        let us = u64::try_from(until.saturating_duration_since(self.base).as_micros()).unwrap_or(0);
+        self.trusted_until_us.store(us, Ordering::SeqCst);
+    }
+
+    fn distrust(&self) {
+        self.trusted_until_us.store(0, Ordering::SeqCst);
+    }
+}
+
+/// Starts watching; the watcher stops (and withdraws the instance) when `stop` is dropped.
+pub fn start(config: tokio_postgres::Config) -> (Arc<KeyWatch>, oneshot::Sender<()>) {
+    let watch = Arc::new(KeyWatch::new());
+    let (stop_tx, stop_rx) = oneshot::channel();
+    tokio::spawn(run(config, watch.clone(), stop_rx));
+    (watch, stop_tx)
+}
+
+async fn run(config: tokio_postgres::Config, watch: Arc<KeyWatch>, mut stop: oneshot::Receiver<()>) {
+    let instance = format!("inst_{}", uuid::Uuid::new_v4().simple());
+    loop {
+        let outcome = tokio::select! {
+            outcome = watch_once(&config, &watch, &instance) => outcome,
+            _ = &mut stop => None,
+        };
+        watch.distrust();
+        match outcome {
+            None => {
+                withdraw(&config, &instance).await;
+                return;
+            }
+            Some(err) => tracing::warn!(%err, "API key cache disabled until the database is reachable again"),
+        }
+        tokio::select! {
+            () = tokio::time::sleep(HEARTBEAT) => {}
+            _ = &mut stop => return,
+        }
+    }
+}
+
+/// Listens and heartbeats on one connection until it fails (returns why).
+async fn watch_once(config: &tokio_postgres::Config, watch: &KeyWatch, instance: &str) -> Option<String> {
+    let (client, mut connection) = match config.connect(NoTls).await {
+        Ok(pair) => pair,
+        Err(err) => return Some(err.to_string()),
+    };
+    let (notified_tx, mut notified) = tokio::sync::mpsc::unbounded_channel();
+    let mut driver = tokio::spawn(async move {
+        let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
+        while let Some(message) = messages.next().await {
+            match message {
+                Ok(AsyncMessage::Notification(_)) => {
+                    let _ = notified_tx.send(());
+                }
+                Ok(_) => {}
+                Err(err) => return err.to_string(),
+            }
+        }
+        "the connection closed".to_owned()
+    });
+    if let Err(err) = client.batch_execute("LISTEN payrail_keys").await {
+        driver.abort();
+        return Some(err.to_string());
+    }
+    loop {
+        if let Err(err) = sync(&client, watch, instance).await {
+            driver.abort();
+            return Some(err.to_string());
+        }
+        tokio::select! {
+            _ = notified.recv() => {}
+            () = tokio::time::sleep(HEARTBEAT) => {}
+            ended = &mut driver => return Some(ended.unwrap_or_else(|err| err.to_string())),
+        }
+    }
+}
+
+/// Adopts the current epoch, then acknowledges it and renews the lease, in that order: an
+/// acknowledgement always follows the emptying of the cache it promises.
+async fn sync(client: &Client, watch: &KeyWatch, instance: &str) -> Result<()> {
+    let epoch: i64 = client.query_one("SELECT epoch FROM keys_epoch", &[]).await.map_err(db_err)?.get(0);
+    watch.adopt(epoch as u64);
+    let sent = Instant::now();
+    let lease_us = i64::try_from(LEASE.as_micros()).unwrap_or(i64::MAX);
+    client
+        .execute(
+            &format!(
+                "INSERT INTO key_cache_instances (id, seen_epoch, alive_until) VALUES ($1, $2, {DB_NOW} + $3)
+                 ON CONFLICT (id) DO UPDATE SET seen_epoch = EXCLUDED.seen_epoch, alive_until = EXCLUDED.alive_until"
+            ),
+            &[&instance, &epoch, &lease_us],
+        )
+        .await
+        .map_err(db_err)?;
+    // The database counts us alive until at least `sent + LEASE`; stop trusting well before.
+    watch.trust_until(sent + LEASE - MARGIN);
+    Ok(())
+}
+
+async fn withdraw(config: &tokio_postgres::Config, instance: &str) {
+    if let Ok((client, connection)) = config.connect(NoTls).await {
+        let driver = tokio::spawn(connection);
+        let _ = client.execute("DELETE FROM key_cache_instances WHERE id = $1", &[&instance]).await;
+        drop(client);
+        let _ = driver.await;
+    }
+}
+
+/// In a key-changing transaction: moves the epoch (and tells every instance at commit).
+pub async fn bump(tx: &deadpool_postgres::Transaction<'_>) -> Result<i64> {
+    let row = tx.query_one("UPDATE keys_epoch SET epoch = epoch + 1 RETURNING epoch", &[]).await.map_err(db_err)?;
+    tx.batch_execute("NOTIFY payrail_keys").await.map_err(db_err)?;
+    Ok(row.get(0))
+}
+
+/// After a key change committed: waits until no live instance can still trust a cache from
+/// before `epoch` (each has acknowledged it, or its lease has run out).
+pub async fn await_acknowledged(client: &Client, epoch: i64) -> Result<()> {
+    let give_up = Instant::now() + LEASE + HEARTBEAT + MARGIN;
+    let sql = format!("SELECT count(*) FROM key_cache_instances WHERE seen_epoch < $1 AND alive_until > {DB_NOW}");
+    loop {
+        let behind: i64 = client.query_one(&sql, &[&epoch]).await.map_err(db_err)?.get(0);
+        if behind == 0 {
+            return Ok(());
+        }
+        if Instant::now() > give_up {
+            // Only a database clock jumping backwards gets here: leases are counted on it.
+            tracing::warn!(behind, "instances did not acknowledge a key change in time");
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
