@@ -8,6 +8,7 @@
 
 pub mod key_cache;
 pub mod postgres;
+pub mod reply_cache;
 pub mod sqlite;
 
 use std::sync::Arc;

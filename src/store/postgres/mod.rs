@@ -24,6 +24,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{NoTls, Row};
 
 use super::key_cache::KeyEntries;
+use super::reply_cache::{self, ReplyCache};
 use super::{Claim, ClaimToken, Filter, ListQuery, Page, Store, StoredObject, StoredReply, Write, WriteBatch};
 use crate::domain::api_key::{ApiKey, KeyHash, KeyHasher, Scope};
 use crate::domain::time::Timestamp;
@@ -43,6 +44,7 @@ pub struct PostgresStore {
     /// such as `payrail keys revoke` never starts one).
     config: tokio_postgres::Config,
     keys: KeyEntries,
+    replies: ReplyCache,
     key_watch: OnceLock<(Arc<key_watch::KeyWatch>, tokio::sync::oneshot::Sender<()>)>,
     /// Creates of concurrent requests, committed together (see `group`).
     group: group::Queue,
@@ -106,6 +108,7 @@ impl PostgresStore {
             hasher: KeyHasher::new(pepper),
             config,
             keys: KeyEntries::default(),
+            replies: ReplyCache::default(),
             key_watch: OnceLock::new(),
             group,
         })
@@ -299,11 +302,14 @@ fn list_sql(query: &ListQuery) -> (String, Vec<Box<dyn ToSql + Sync + Send>>) {
 #[async_trait]
 impl Store for PostgresStore {
     async fn commit(&self, batch: WriteBatch) -> Result<()> {
+        let saved: Vec<StoredReply> = reply_cache::saved(&batch.writes).cloned().collect();
         if group::eligible(&batch) {
-            group::submit(&self.group, batch).await
+            group::submit(&self.group, batch).await?;
         } else {
-            commit_alone(&self.pool, batch).await
+            commit_alone(&self.pool, batch).await?;
         }
+        self.replies.insert_committed(&saved);
+        Ok(())
     }
 
     async fn get(&self, kind: &'static str, scope: &Scope, id: &str) -> Result<Option<StoredObject>> {
@@ -374,6 +380,9 @@ impl Store for PostgresStore {
     }
 
     async fn claim(&self, api_key_id: &str, key: &str, now: Timestamp, lease_ms: u64) -> Result<Claim> {
+        if let Some(reply) = self.replies.get(api_key_id, key, now) {
+            return Ok(Claim::Replay(reply));
+        }
         let nonce: i64 = rand::rng().random_range(1..i64::MAX);
         let lease_until = now.plus_micros(i64::try_from(lease_ms).unwrap_or(i64::MAX / 1000).saturating_mul(1000));
         let rows = self.query(CLAIM_SQL, &[&api_key_id, &key, &nonce, &lease_until.as_micros(), &now.as_micros()]).await?;

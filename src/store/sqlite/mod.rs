@@ -23,6 +23,7 @@ use tokio::sync::oneshot;
 
 use super::{Claim, ClaimToken, Filter, ListQuery, Page, Store, StoredObject, StoredReply, Write, WriteBatch, backend_error, claim_lost};
 use super::key_cache::{EpochFile, KeyEntries};
+use super::reply_cache::{self, ReplyCache};
 use crate::domain::api_key::{ApiKey, KeyHash, KeyHasher, Scope};
 use crate::domain::time::Timestamp;
 use crate::error::{Error, Result};
@@ -40,6 +41,7 @@ pub struct SqliteStore {
     claims: claims::Claims,
     keys: KeyEntries,
     keys_epoch: EpochFile,
+    replies: ReplyCache,
     path: PathBuf,
     /// Dropping it stops the checkpointer thread.
     _checkpointer: mpsc::Sender<()>,
@@ -108,6 +110,7 @@ impl SqliteStore {
             claims: claims::Claims::default(),
             keys: KeyEntries::default(),
             keys_epoch: EpochFile::open(path),
+            replies: ReplyCache::default(),
             path: path.to_owned(),
             _checkpointer: checkpointer,
         })
@@ -281,7 +284,7 @@ impl Store for SqliteStore {
     async fn commit(&self, batch: WriteBatch) -> Result<()> {
         let claim = batch.claim.clone();
         let changes_keys = batch.writes.iter().any(|w| matches!(w, Write::InsertApiKey { .. } | Write::UpdateApiKey(_)));
-        let saves_reply = batch.writes.iter().any(|w| matches!(w, Write::SaveReply(_)));
+        let saved: Vec<StoredReply> = reply_cache::saved(&batch.writes).cloned().collect();
         if let Some(token) = &claim
             && !self.claims.holds(token)
         {
@@ -306,8 +309,9 @@ impl Store for SqliteStore {
         if changes_keys {
             self.keys_epoch.bump();
         }
+        self.replies.insert_committed(&saved);
         if let Some(token) = &claim {
-            if saves_reply {
+            if !saved.is_empty() {
                 self.claims.note_reply(token);
             }
             self.claims.release(token);
@@ -397,6 +401,9 @@ impl Store for SqliteStore {
     }
 
     async fn claim(&self, api_key_id: &str, key: &str, now: Timestamp, lease_ms: u64) -> Result<Claim> {
+        if let Some(reply) = self.replies.get(api_key_id, key, now) {
+            return Ok(Claim::Replay(reply));
+        }
         let generation = self.claims.reply_generation(api_key_id, key);
         // A stored success answers at once, without claiming: replays never contend (I4).
         if let Some(reply) = self.reply(api_key_id, key, now)? {
