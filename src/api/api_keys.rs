@@ -14,5 +14,5 @@ use crate::http::auth::Principal;
     responses((status = 200, description = "The key in use.", body = ApiKey)),
 )]
 pub async fn current(principal: Principal) -> Json<ApiKey> {
-    Json(principal.key)
+    Json(principal.key.as_ref().clone())
 }

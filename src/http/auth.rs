@@ -5,6 +5,8 @@
 //! constant-time. Every refusal looks the same from outside: 401, `invalid_key` (or
 //! `expired_key` for a rolled key past its grace), and `WWW-Authenticate`.
 
+use std::sync::Arc;
+
 use axum::extract::{FromRequestParts, Request};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
@@ -20,10 +22,11 @@ pub const API_KEY_USER: &str = "x-api-key";
 /// Longest Authorization header worth decoding; real ones are under 200 bytes.
 const AUTHORIZATION_LEN_MAX: usize = 1024;
 
-/// The authenticated caller, available to every handler under `/api`.
+/// The authenticated caller, available to every handler under `/api` (shared: every layer
+/// and extractor that needs it clones it).
 #[derive(Debug, Clone)]
 pub struct Principal {
-    pub key: ApiKey,
+    pub key: Arc<ApiKey>,
 }
 
 impl Principal {
@@ -48,7 +51,7 @@ pub async fn authenticate_request(state: &AppState, request: &mut Request) -> Re
         return Ok(());
     }
     let key = authenticate(state, request.headers()).await?;
-    request.extensions_mut().insert(Principal { key });
+    request.extensions_mut().insert(Principal { key: Arc::new(key) });
     Ok(())
 }
 
