@@ -10,7 +10,11 @@ use super::validate::{self, TEXT_LEN_MAX};
 use crate::error::Result;
 
 pub fn new_id() -> String {
-    uuid::Uuid::new_v4().to_string()
+    // Version 7 (a millisecond timestamp, then 74 random bits): still unguessable, but new ids
+    // sort after old ones, so their unique index grows at its end instead of dirtying a random
+    // page per insert (BENCHMARKS.md: SQLite creates at 64 connections rose by about a sixth,
+    // their p99 fell from about 40 to 31 ms).
+    uuid::Uuid::now_v7().to_string()
 }
 
 /// Deserialises a field that may be absent (`None`), null (`Some(None)`) or set (`Some(Some)`),
