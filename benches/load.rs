@@ -252,6 +252,13 @@ impl RunResult {
         if self.elapsed_s > 0.0 { self.ok as f64 / self.elapsed_s } else { 0.0 }
     }
 
+    /// Keeps up to [`ERROR_SAMPLES_MAX`] distinct error samples.
+    fn keep_error_sample(&mut self, sample: String) {
+        if self.error_samples.len() < ERROR_SAMPLES_MAX && !self.error_samples.contains(&sample) {
+            self.error_samples.push(sample);
+        }
+    }
+
     /// Adds another round of the same scenario: counts and histograms add up, CPU is averaged
     /// over the rounds' measured time.
     fn absorb(&mut self, round: RunResult) {
@@ -267,9 +274,7 @@ impl RunResult {
         self.elapsed_s += round.elapsed_s;
         let _ = self.hist.add(&round.hist);
         for sample in round.error_samples {
-            if self.error_samples.len() < ERROR_SAMPLES_MAX && !self.error_samples.contains(&sample) {
-                self.error_samples.push(sample);
-            }
+            self.keep_error_sample(sample);
         }
         self.rss_mb = round.rss_mb.or(self.rss_mb);
     }
@@ -404,10 +409,8 @@ async fn closed_loop<O: Opener>(name: &'static str, opener: Arc<O>, conns: usize
                 result.errors += stats.errors;
                 result.reconnects += stats.reconnects;
                 let _ = result.hist.add(&stats.hist);
-                for s in stats.samples {
-                    if result.error_samples.len() < ERROR_SAMPLES_MAX && !result.error_samples.contains(&s) {
-                        result.error_samples.push(s);
-                    }
+                for sample in stats.samples {
+                    result.keep_error_sample(sample);
                 }
                 last = last.max(stats.done);
             }

@@ -19,7 +19,7 @@ use tokio::sync::{Mutex, mpsc, oneshot};
 use super::{commit_alone, db_err, pool_err};
 use crate::error::{Error, Result};
 use crate::store::sqlite::kind_str;
-use crate::store::{ObjectRecord, StoredReply, Write, WriteBatch, claim_lost};
+use crate::store::{ObjectRecord, StoredReply, Write, WriteBatch, claim_lost, reply_cache};
 
 /// Batches in one group at most.
 const GROUP_MAX: usize = 128;
@@ -274,14 +274,7 @@ async fn insert_objects(client: &deadpool_postgres::Object, batches: &[&WriteBat
 }
 
 async fn insert_replies(client: &deadpool_postgres::Object, batches: &[&WriteBatch]) -> Result<()> {
-    let replies: Vec<&StoredReply> = batches
-        .iter()
-        .flat_map(|b| b.writes.iter())
-        .filter_map(|w| match w {
-            Write::SaveReply(reply) => Some(reply),
-            _ => None,
-        })
-        .collect();
+    let replies: Vec<&StoredReply> = batches.iter().flat_map(|b| reply_cache::saved(&b.writes)).collect();
     if replies.is_empty() {
         return Ok(());
     }
