@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::extract::{FromRequestParts, Request, State};
+use axum::extract::{FromRequestParts, MatchedPath, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
@@ -122,8 +122,18 @@ pub fn parse_key(value: &HeaderValue) -> Result<String, Error> {
     Ok(String::from_utf8_lossy(bytes).into_owned())
 }
 
-/// Middleware over every `/api` request (after authentication).
+/// Middleware over every routed `/api` request (after authentication). It also copies the
+/// matched route onto the response, where the front door's metrics read it.
 pub async fn layer(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let route = request.extensions().get::<MatchedPath>().cloned();
+    let mut response = handle(state, request, next).await;
+    if let Some(route) = route {
+        response.extensions_mut().insert(route);
+    }
+    response
+}
+
+async fn handle(state: AppState, request: Request, next: Next) -> Response {
     let timeout = Duration::from_millis(state.config.request_timeout_ms);
     if matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
         return match tokio::time::timeout(timeout, next.run(request)).await {
