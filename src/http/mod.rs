@@ -85,7 +85,7 @@ pub fn router(state: AppState) -> Router {
 }
 
 /// Every request's way in, as one layer (each layer costs every request: six of them were a
-/// tenth of a ping): watches the body (SPEC: a reply sent before the body was read closes the
+/// tenth of a ping): watches the body (a reply sent before the body was read closes the
 /// connection), authenticates everything under `/api` before routing, so unknown paths there
 /// answer 401 rather than 404 (A2), and records the request's metrics (K3). Never logs headers:
 /// they carry the key.

@@ -109,6 +109,11 @@ impl WriteBatch {
         self.writes.push(write);
         self
     }
+
+    /// Whether the batch creates or changes an API key (caches of keys must hear of it).
+    pub fn changes_keys(&self) -> bool {
+        self.writes.iter().any(|w| matches!(w, Write::InsertApiKey { .. } | Write::UpdateApiKey(_)))
+    }
 }
 
 /// Decides, exactly once, whether a unit of work commits or is abandoned.
@@ -254,6 +259,12 @@ pub(crate) fn claim_lost() -> Error {
         parameter: Some("Idempotency-Key".into()),
         retry_after_s: Some(1),
     }
+}
+
+/// A commit refused because its request was abandoned (timed out, or its client left) before
+/// its turn came: nothing was carried out.
+pub(crate) fn abandoned() -> Error {
+    Error::Unavailable { message: "the request was abandoned before it committed".into(), retry_after_s: 1 }
 }
 
 pub(crate) fn backend_error(context: &str, err: impl std::fmt::Display) -> Error {

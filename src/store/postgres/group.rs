@@ -19,7 +19,7 @@ use tokio::sync::{Mutex, mpsc, oneshot};
 use super::{commit_alone, db_err, pool_err};
 use crate::error::{Error, Result};
 use crate::store::sqlite::kind_str;
-use crate::store::{ObjectRecord, StoredReply, Write, WriteBatch, claim_lost, reply_cache};
+use crate::store::{ObjectRecord, StoredReply, Write, WriteBatch, abandoned, claim_lost, reply_cache};
 
 /// Batches in one group at most.
 const GROUP_MAX: usize = 128;
@@ -149,7 +149,7 @@ async fn write_group(client: &mut deadpool_postgres::Object, group: &[Job], outc
             && let Some(gate) = &job.batch.gate
             && !gate.begin_commit()
         {
-            *outcome = Some(Err(Error::Unavailable { message: "the request was abandoned before it committed".into(), retry_after_s: 1 }));
+            *outcome = Some(Err(abandoned()));
         }
     }
     let admitted: Vec<&WriteBatch> = group.iter().zip(outcomes.iter()).filter(|(_, o)| o.is_none()).map(|(job, _)| &job.batch).collect();

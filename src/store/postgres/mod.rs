@@ -25,7 +25,7 @@ use tokio_postgres::{NoTls, Row};
 
 use super::key_cache::KeyEntries;
 use super::reply_cache::{self, ReplyCache};
-use super::{Claim, ClaimToken, Filter, ListQuery, Page, Store, StoredObject, StoredReply, Write, WriteBatch};
+use super::{Claim, ClaimToken, Filter, ListQuery, Page, Store, StoredObject, StoredReply, WriteBatch, abandoned};
 use crate::domain::api_key::{ApiKey, KeyHash, KeyHasher, Scope};
 use crate::domain::time::Timestamp;
 use crate::error::{Error, Result};
@@ -176,13 +176,12 @@ async fn commit_alone(pool: &Pool, batch: WriteBatch) -> Result<()> {
     let mut client = pool.get().await.map_err(pool_err)?;
     let tx = client.transaction().await.map_err(db_err)?;
     writes::apply_all(&tx, batch.claim.as_ref(), &batch.writes).await?;
-    let changes_keys = batch.writes.iter().any(|w| matches!(w, Write::InsertApiKey { .. } | Write::UpdateApiKey(_)));
-    let key_epoch = if changes_keys { Some(key_watch::bump(&tx).await?) } else { None };
+    let key_epoch = if batch.changes_keys() { Some(key_watch::bump(&tx).await?) } else { None };
     // Checked last, just before the commit: after this the request's answer is the commit's.
     if let Some(gate) = &batch.gate
         && !gate.begin_commit()
     {
-        return Err(Error::Unavailable { message: "the request was abandoned before it committed".into(), retry_after_s: 1 });
+        return Err(abandoned());
     }
     tx.commit().await.map_err(db_err)?;
     // A key change returns only once no instance can still serve the old key from its cache.

@@ -21,7 +21,7 @@ use rusqlite::types::Value;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params, params_from_iter};
 use tokio::sync::oneshot;
 
-use super::{Claim, ClaimToken, Filter, ListQuery, Page, Store, StoredObject, StoredReply, Write, WriteBatch, backend_error, claim_lost};
+use super::{Claim, ClaimToken, Filter, ListQuery, Page, Store, StoredObject, StoredReply, WriteBatch, backend_error, claim_lost};
 use super::key_cache::{EpochFile, KeyEntries};
 use super::reply_cache::{self, ReplyCache};
 use crate::domain::api_key::{ApiKey, KeyHash, KeyHasher, Scope};
@@ -283,7 +283,7 @@ pub(crate) fn escape_like(text: &str) -> String {
 impl Store for SqliteStore {
     async fn commit(&self, batch: WriteBatch) -> Result<()> {
         let claim = batch.claim.clone();
-        let changes_keys = batch.writes.iter().any(|w| matches!(w, Write::InsertApiKey { .. } | Write::UpdateApiKey(_)));
+        let changes_keys = batch.changes_keys();
         let saved: Vec<StoredReply> = reply_cache::saved(&batch.writes).cloned().collect();
         if let Some(token) = &claim
             && !self.claims.holds(token)

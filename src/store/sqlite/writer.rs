@@ -13,7 +13,7 @@ use tokio::sync::oneshot;
 
 use super::{kind_str, row_err};
 use crate::error::{Error, Result};
-use crate::store::{ObjectRecord, Write, WriteBatch, backend_error};
+use crate::store::{ObjectRecord, Write, WriteBatch, abandoned, backend_error};
 
 /// Batches folded into one commit at most: bounds the latency one commit adds to its first batch.
 const GROUP_BATCHES_MAX: usize = 256;
@@ -87,12 +87,12 @@ fn commit_group(conn: &mut Connection, group: Vec<Job>) {
 /// Applies and commits the whole group in one transaction, or gives it back untouched.
 fn commit_optimistic(conn: &mut Connection, group: Vec<Job>) -> std::result::Result<(), Vec<Job>> {
     let Ok(tx) = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate) else { return Err(group) };
-    let mut abandoned = vec![false; group.len()];
-    for (job, abandoned) in group.iter().zip(abandoned.iter_mut()) {
+    let mut left = vec![false; group.len()];
+    for (job, left) in group.iter().zip(left.iter_mut()) {
         if let Some(gate) = &job.batch.gate
             && !gate.begin_commit()
         {
-            *abandoned = true;
+            *left = true;
             continue;
         }
         if job.batch.writes.iter().try_for_each(|write| apply(&tx, write)).is_err() {
@@ -101,19 +101,15 @@ fn commit_optimistic(conn: &mut Connection, group: Vec<Job>) -> std::result::Res
         }
     }
     let committed = tx.commit().map_err(|err| backend_error("commit", err));
-    for (job, abandoned) in group.into_iter().zip(abandoned) {
+    for (job, left) in group.into_iter().zip(left) {
         let result = match &committed {
             Err(err) => Err(Error::Internal(err.to_string())),
-            Ok(()) if abandoned => Err(abandoned_error()),
+            Ok(()) if left => Err(abandoned()),
             Ok(()) => Ok(()),
         };
         let _ = job.done.send(result);
     }
     Ok(())
-}
-
-fn abandoned_error() -> Error {
-    Error::Unavailable { message: "the request was abandoned before it committed".into(), retry_after_s: 1 }
 }
 
 /// Runs PASSIVE checkpoints beside the writer until `stop`'s sender is dropped, so that copying
@@ -137,7 +133,7 @@ fn apply_gated(tx: &Transaction<'_>, batch: &WriteBatch) -> Result<()> {
     if let Some(gate) = &batch.gate
         && !gate.begin_commit()
     {
-        return Err(abandoned_error());
+        return Err(abandoned());
     }
     tx.execute_batch("SAVEPOINT batch").map_err(|e| backend_error("savepoint", e))?;
     match batch.writes.iter().try_for_each(|write| apply(tx, write)) {
