@@ -127,16 +127,18 @@ impl fmt::Debug for KeyHash {
 /// Hashes keys under the per-database pepper.
 #[derive(Clone)]
 pub struct KeyHasher {
-    pepper: Vec<u8>,
+    /// HMAC keyed with the pepper once: every request hashes its key, and keying costs as much
+    /// as the hash itself.
+    keyed: Hmac<Sha256>,
 }
 
 impl KeyHasher {
     pub fn new(pepper: Vec<u8>) -> Self {
-        KeyHasher { pepper }
+        KeyHasher { keyed: Hmac::<Sha256>::new_from_slice(&pepper).expect("HMAC takes any key length") }
     }
 
     pub fn hash(&self, key: &SecretKey) -> KeyHash {
-        let mut mac = Hmac::<Sha256>::new_from_slice(&self.pepper).expect("HMAC takes any key length");
+        let mut mac = self.keyed.clone();
         mac.update(key.expose().as_bytes());
         KeyHash(mac.finalize().into_bytes().into())
     }

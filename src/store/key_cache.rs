@@ -4,7 +4,8 @@
 //! process (the CLI). So entries are tagged with a key *epoch* that every key change moves before
 //! the command that made it returns, and a lookup trusts only entries of the current epoch:
 //! - SQLite ([`EpochFile`]): the change writes a fresh random value to `<db>.keys-epoch` after it
-//!   commits; every lookup reads it first (one 8-byte `pread`, no lock).
+//!   commits; every lookup reads it first, from a shared mapping of the file (a memory load: the
+//!   page cache is the file, so the write is seen the moment it returns; no system call, no lock).
 //! - PostgreSQL (`postgres::key_watch`): the change bumps a counter in its transaction and waits
 //!   until every live instance has acknowledged it; instances hold a short lease and stop
 //!   trusting their cache when they cannot renew it.
@@ -16,10 +17,14 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::RwLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use memmap2::MmapRaw;
 
 use rand::RngCore;
 
-use crate::domain::api_key::{ApiKey, KeyHash};
+use super::FoundKey;
+use crate::domain::api_key::KeyHash;
 
 /// Entries kept at most; past it the cache starts again empty (real deployments have dozens).
 const ENTRIES_MAX: usize = 10_000;
@@ -31,11 +36,11 @@ pub struct KeyEntries(RwLock<Entries>);
 #[derive(Debug, Default)]
 struct Entries {
     epoch: u64,
-    by_hash: HashMap<[u8; 32], (ApiKey, KeyHash)>,
+    by_hash: HashMap<[u8; 32], FoundKey>,
 }
 
 impl KeyEntries {
-    pub fn get(&self, epoch: u64, hash: &KeyHash) -> Option<(ApiKey, KeyHash)> {
+    pub fn get(&self, epoch: u64, hash: &KeyHash) -> Option<FoundKey> {
         let entries = self.0.read().unwrap_or_else(|p| p.into_inner());
         if entries.epoch != epoch {
             return None;
@@ -44,7 +49,7 @@ impl KeyEntries {
     }
 
     /// Remembers a key read from the database after `epoch` was read.
-    pub fn insert(&self, epoch: u64, found: &(ApiKey, KeyHash)) {
+    pub fn insert(&self, epoch: u64, found: &FoundKey) {
         let mut entries = self.0.write().unwrap_or_else(|p| p.into_inner());
         if entries.epoch != epoch || entries.by_hash.len() >= ENTRIES_MAX {
             entries.by_hash.clear();
@@ -58,7 +63,13 @@ impl KeyEntries {
 #[derive(Debug)]
 pub struct EpochFile {
     epoch_file: Option<File>,
+    /// The file's first page mapped shared, read by every lookup instead of a `pread` (a third
+    /// of a ping's system calls). None if it could not be mapped: then `pread` it is.
+    mapped: Option<MmapRaw>,
 }
+
+/// Bytes of the file that hold the epoch (never shrunk: a mapping past the end would fault).
+const EPOCH_LEN: usize = 8;
 
 impl EpochFile {
     pub fn open(db_path: &Path) -> Self {
@@ -71,16 +82,33 @@ impl EpochFile {
                 None
             }
         };
-        let cache = EpochFile { epoch_file };
+        let mut cache = EpochFile { epoch_file, mapped: None };
         if cache.epoch().is_none() {
             cache.bump();
         }
+        cache.mapped = cache.map();
         cache
+    }
+
+    /// Maps the epoch once the file holds one (mapping an empty file would fault on read).
+    fn map(&self) -> Option<MmapRaw> {
+        let file = self.epoch_file.as_ref()?;
+        if file.metadata().ok()?.len() < EPOCH_LEN as u64 {
+            return None;
+        }
+        memmap2::MmapOptions::new().len(EPOCH_LEN).map_raw_read_only(file).ok()
     }
 
     /// The current epoch, or None if it cannot be read (then nothing is trusted).
     pub fn epoch(&self) -> Option<u64> {
-        let mut bytes = [0u8; 8];
+        if let Some(mapped) = &self.mapped {
+            // SAFETY: the mapping is page-aligned, at least EPOCH_LEN long and lives as long as
+            // self; the file is only ever written in place, never truncated. Another process's
+            // write may race this load: a torn value is merely one no entry was cached under.
+            let epoch = unsafe { AtomicU64::from_ptr(mapped.as_mut_ptr().cast::<u64>()) };
+            return Some(u64::from_le(epoch.load(Ordering::Acquire)));
+        }
+        let mut bytes = [0u8; EPOCH_LEN];
         self.epoch_file.as_ref()?.read_exact_at(&mut bytes, 0).ok()?;
         Some(u64::from_le_bytes(bytes))
     }
@@ -98,9 +126,12 @@ impl EpochFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
+
+    use crate::domain::api_key::ApiKey;
     use crate::domain::time::Timestamp;
 
-    fn key(id: &str) -> (ApiKey, KeyHash) {
+    fn key(id: &str) -> FoundKey {
         let at = Timestamp::from_micros(0);
         let key = ApiKey {
             id: id.into(),
@@ -114,7 +145,7 @@ mod tests {
             decommissioned: false,
             decommissioned_at: None,
         };
-        (key, KeyHash([7; 32]))
+        (Arc::new(key), KeyHash([7; 32]))
     }
 
     #[test]

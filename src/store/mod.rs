@@ -21,6 +21,9 @@ use crate::domain::api_key::{ApiKey, KeyHash, KeyHasher, Scope};
 use crate::domain::time::Timestamp;
 use crate::error::{Error, Result};
 
+/// A key found by its hash, and that hash (to compare in constant time).
+pub type FoundKey = (Arc<ApiKey>, KeyHash);
+
 /// A name/value pair a document is found by (`name`, `metadata.<key>`, `counterparty_id`...).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Term {
@@ -207,7 +210,9 @@ pub trait Store: Send + Sync + 'static {
     /// Objects of `kind` whose parent is one of `parent_ids`, oldest first.
     async fn children(&self, kind: &'static str, scope: &Scope, parent_ids: &[String]) -> Result<Vec<StoredObject>>;
 
-    async fn api_key_by_hash(&self, hash: &KeyHash) -> Result<Option<(ApiKey, KeyHash)>>;
+    /// The key stored under `hash`, with that hash. Shared: most lookups are answered from
+    /// memory, and a request should not copy its key.
+    async fn api_key_by_hash(&self, hash: &KeyHash) -> Result<Option<FoundKey>>;
 
     async fn api_key(&self, id: &str) -> Result<Option<ApiKey>>;
 

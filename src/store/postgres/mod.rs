@@ -25,7 +25,7 @@ use tokio_postgres::{NoTls, Row};
 
 use super::key_cache::KeyEntries;
 use super::reply_cache::{self, ReplyCache};
-use super::{Claim, ClaimToken, Filter, ListQuery, Page, Store, StoredObject, StoredReply, WriteBatch, abandoned};
+use super::{Claim, ClaimToken, FoundKey, Filter, ListQuery, Page, Store, StoredObject, StoredReply, WriteBatch, abandoned};
 use crate::domain::api_key::{ApiKey, KeyHash, KeyHasher, Scope};
 use crate::domain::time::Timestamp;
 use crate::error::{Error, Result};
@@ -349,7 +349,7 @@ impl Store for PostgresStore {
         Ok(rows.iter().map(stored_object).collect())
     }
 
-    async fn api_key_by_hash(&self, hash: &KeyHash) -> Result<Option<(ApiKey, KeyHash)>> {
+    async fn api_key_by_hash(&self, hash: &KeyHash) -> Result<Option<FoundKey>> {
         let (watch, _) = self.key_watch.get_or_init(|| key_watch::start(self.config.clone()));
         // The epoch is read before the database, so an entry is never newer than its epoch.
         let epoch = watch.epoch();
@@ -357,7 +357,7 @@ impl Store for PostgresStore {
             return Ok(Some(hit));
         }
         let sql = format!("SELECT {API_KEY_COLUMNS} FROM api_keys WHERE key_hash = $1");
-        let found = self.query(&sql, &[&&hash.0[..]]).await?.first().map(api_key_row);
+        let found = self.query(&sql, &[&&hash.0[..]]).await?.first().map(api_key_row).map(|(key, hash)| (Arc::new(key), hash));
         if let (Some(epoch), Some(found)) = (epoch, &found) {
             self.keys.insert(epoch, found);
         }

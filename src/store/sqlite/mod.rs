@@ -12,7 +12,7 @@ mod writer;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, mpsc};
+use std::sync::{Arc, Mutex, mpsc};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -21,7 +21,7 @@ use rusqlite::types::Value;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params, params_from_iter};
 use tokio::sync::oneshot;
 
-use super::{Claim, ClaimToken, Filter, ListQuery, Page, Store, StoredObject, StoredReply, WriteBatch, backend_error, claim_lost};
+use super::{Claim, ClaimToken, FoundKey, Filter, ListQuery, Page, Store, StoredObject, StoredReply, WriteBatch, backend_error, claim_lost};
 use super::key_cache::{EpochFile, KeyEntries};
 use super::reply_cache::{self, ReplyCache};
 use crate::domain::api_key::{ApiKey, KeyHash, KeyHasher, Scope};
@@ -366,7 +366,7 @@ impl Store for SqliteStore {
         })
     }
 
-    async fn api_key_by_hash(&self, hash: &KeyHash) -> Result<Option<(ApiKey, KeyHash)>> {
+    async fn api_key_by_hash(&self, hash: &KeyHash) -> Result<Option<FoundKey>> {
         // The epoch is read before the database, so an entry is never newer than its epoch.
         let epoch = self.keys_epoch.epoch();
         if let Some(hit) = epoch.and_then(|epoch| self.keys.get(epoch, hash)) {
@@ -374,6 +374,7 @@ impl Store for SqliteStore {
         }
         let sql = format!("SELECT {API_KEY_COLUMNS} FROM api_keys WHERE key_hash = ?1");
         let found = self.read(|conn| conn.prepare_cached(&sql)?.query_row([&hash.0[..]], api_key_row).optional())?;
+        let found = found.map(|(key, hash)| (Arc::new(key), hash));
         if let (Some(epoch), Some(found)) = (epoch, &found) {
             self.keys.insert(epoch, found);
         }
