@@ -46,19 +46,24 @@ impl<S: Send + Sync> FromRequestParts<S> for Principal {
 /// Authenticates a request under `/api` and attaches its [`Principal`], or refuses it before
 /// routing (so unknown paths say 401, not 404). Other paths pass untouched to their 404.
 pub async fn authenticate_request(state: &AppState, request: &mut Request) -> Result<(), Error> {
-    let path = request.uri().path();
-    if path != "/api" && !path.starts_with("/api/") {
+    if !is_api_path(request.uri().path()) {
         return Ok(());
     }
     let key = authenticate(state, request.headers()).await?;
-    request.extensions_mut().insert(Principal { key: Arc::new(key) });
+    request.extensions_mut().insert(Principal { key });
     Ok(())
 }
 
-async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<ApiKey, Error> {
+/// `/api` and everything under it: the paths that need a key.
+pub fn is_api_path(path: &str) -> bool {
+    path == "/api" || path.starts_with("/api/")
+}
+
+async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<Arc<ApiKey>, Error> {
     let invalid = Error::Unauthorized(AuthFailure::Invalid);
-    let (user, secret) = basic_credentials(headers).ok_or(Error::Unauthorized(AuthFailure::Invalid))?;
-    let secret = SecretKey::parse(&secret).ok_or(Error::Unauthorized(AuthFailure::Invalid))?;
+    let mut decoded = [0u8; DECODED_LEN_MAX];
+    let (user, secret) = decode_basic(headers, &mut decoded).ok_or(Error::Unauthorized(AuthFailure::Invalid))?;
+    let secret = SecretKey::parse(secret).ok_or(Error::Unauthorized(AuthFailure::Invalid))?;
     let hash = state.store.key_hasher().hash(&secret);
     let Some((key, stored_hash)) = state.store.api_key_by_hash(&hash).await? else {
         return Err(invalid);
@@ -78,6 +83,17 @@ async fn authenticate(state: &AppState, headers: &HeaderMap) -> Result<ApiKey, E
 
 /// `(user, password)` from `Authorization: Basic base64(user:password)`.
 pub fn basic_credentials(headers: &HeaderMap) -> Option<(String, String)> {
+    let mut decoded = [0u8; DECODED_LEN_MAX];
+    let (user, password) = decode_basic(headers, &mut decoded)?;
+    Some((user.to_owned(), password.to_owned()))
+}
+
+/// Most bytes an accepted Authorization header decodes to.
+const DECODED_LEN_MAX: usize = AUTHORIZATION_LEN_MAX / 4 * 3;
+
+/// [`basic_credentials`] decoded into `buf`, so authenticating a request copies no secret to
+/// the heap.
+fn decode_basic<'b>(headers: &HeaderMap, buf: &'b mut [u8; DECODED_LEN_MAX]) -> Option<(&'b str, &'b str)> {
     let value = headers.get(header::AUTHORIZATION)?.as_bytes();
     if value.len() > AUTHORIZATION_LEN_MAX {
         return None;
@@ -87,10 +103,8 @@ pub fn basic_credentials(headers: &HeaderMap) -> Option<(String, String)> {
     if !scheme.eq_ignore_ascii_case("basic") {
         return None;
     }
-    let decoded = STANDARD.decode(encoded.trim()).ok()?;
-    let decoded = String::from_utf8(decoded).ok()?;
-    let (user, password) = decoded.split_once(':')?;
-    Some((user.to_owned(), password.to_owned()))
+    let len = STANDARD.decode_slice(encoded.trim(), buf).ok()?;
+    std::str::from_utf8(&buf[..len]).ok()?.split_once(':')
 }
 
 #[cfg(test)]

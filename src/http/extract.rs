@@ -1,13 +1,13 @@
 //! Request extractors that fail in the contract's words: JSON bodies (400 malformed, 413 too
 //! large, 415 wrong type, 422 naming the bad field), form-decoded query strings, path ids.
 
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
+use axum::body::{Body, Bytes};
 use axum::extract::{FromRequest, FromRequestParts, Path, Request};
 use axum::http::header;
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
+use super::AppState;
 use crate::error::Error;
 
 /// A JSON request body, deserialised into `T`. Unknown fields are ignored (newer SDKs send
@@ -15,13 +15,12 @@ use crate::error::Error;
 #[derive(Debug)]
 pub struct JsonBody<T>(pub T);
 
-impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
+impl<T: DeserializeOwned> FromRequest<AppState> for JsonBody<T> {
     type Rejection = Error;
 
-    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+    async fn from_request(request: Request, state: &AppState) -> Result<Self, Self::Rejection> {
         let content_type = request.headers().get(header::CONTENT_TYPE).cloned();
-        let limit = request.extensions().get::<BodyLimit>().map_or(0, |l| l.0);
-        let bytes = Bytes::from_request(request, state).await.map_err(|rejection| body_error(rejection, limit))?;
+        let bytes = read_body(request.into_body(), state.config.body_limit_bytes).await?;
         if bytes.is_empty() && content_type.is_none() {
             return parse_json::<T>(b"{}").map(JsonBody);
         }
@@ -34,22 +33,23 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     }
 }
 
-/// The body limit in force, put in the request's extensions so errors can state it.
-#[derive(Debug, Clone, Copy)]
-pub struct BodyLimit(pub usize);
 
 fn is_json(content_type: &str) -> bool {
     let essence = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
     essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
 }
 
-fn body_error(rejection: BytesRejection, limit_bytes: usize) -> Error {
-    let too_large = rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE;
-    if too_large {
-        Error::PayloadTooLarge { limit_bytes }
-    } else {
-        Error::bad_request("invalid_request", "The request body could not be read.", None)
-    }
+/// A whole request body, at most `limit_bytes` of it (413 past that, naming the limit).
+pub async fn read_body(body: Body, limit_bytes: usize) -> Result<Bytes, Error> {
+    axum::body::to_bytes(body, limit_bytes).await.map_err(|err| {
+        let too_large = std::error::Error::source(&err)
+            .is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
+        if too_large {
+            Error::PayloadTooLarge { limit_bytes }
+        } else {
+            Error::bad_request("invalid_request", "The request body could not be read.", None)
+        }
+    })
 }
 
 /// Deepest nesting of arrays and objects a body may have; real requests need 4 or 5.

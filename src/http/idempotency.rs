@@ -19,6 +19,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 
+use super::extract::read_body;
 use super::AppState;
 use super::auth::Principal;
 use crate::domain::Commit;
@@ -134,13 +135,19 @@ pub async fn layer(State(state): State<AppState>, request: Request, next: Next) 
 }
 
 async fn handle(state: AppState, request: Request, next: Next) -> Response {
-    let timeout = Duration::from_millis(state.config.request_timeout_ms);
     if matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
+        let timeout = Duration::from_millis(state.config.request_timeout_ms);
         return match tokio::time::timeout(timeout, next.run(request)).await {
             Ok(response) => response,
             Err(_) => timed_out().into_response(),
         };
     }
+    // Boxed: the write path's future is large, and every read would otherwise carry (and move)
+    // its space.
+    Box::pin(handle_write(state, request, next)).await
+}
+
+async fn handle_write(state: AppState, request: Request, next: Next) -> Response {
     // The header counts on POST only; elsewhere it is ignored entirely, even malformed (I7).
     let key = match request.headers().get(IDEMPOTENCY_KEY) {
         Some(value) if request.method() == Method::POST => match parse_key(value) {
@@ -342,18 +349,6 @@ async fn store_late(state: &AppState, ctx: &WriteContext, response: Response) ->
     let bytes = axum::body::to_bytes(body, usize::MAX).await.map_err(|err| Error::internal(format!("reading reply: {err}")))?;
     state.commit_reply(ctx, WriteBatch::new(), parts.status, bytes.clone()).await?;
     Ok(Response::from_parts(parts, Body::from(bytes)))
-}
-
-async fn read_body(body: Body, limit_bytes: usize) -> Result<Bytes, Error> {
-    axum::body::to_bytes(body, limit_bytes).await.map_err(|err| {
-        let too_large = std::error::Error::source(&err)
-            .is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
-        if too_large {
-            Error::PayloadTooLarge { limit_bytes }
-        } else {
-            Error::bad_request("invalid_request", "The request body could not be read.", None)
-        }
-    })
 }
 
 /// SHA-256 over method, path with query, and body: what strict mode compares (I11).

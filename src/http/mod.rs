@@ -17,10 +17,12 @@ use std::sync::Arc;
 
 use std::time::Instant;
 
-use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
-use axum::middleware::{self, Next};
+use axum::body::Body;
+use axum::extract::MatchedPath;
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
-use axum::{Extension, Router};
+use axum::Router;
+use tower::ServiceExt;
 
 use crate::config::Config;
 use crate::domain::Ctx;
@@ -60,58 +62,56 @@ impl std::ops::Deref for AppState {
     }
 }
 
-/// The API router: `/api` and everything under it behind authentication, nothing else served.
-pub fn router(state: AppState) -> Router {
-    let limit = state.config.body_limit_bytes;
-    // Per route, so the layer sees the matched route (for metrics) and unknown paths and methods
-    // answer 404 / 405 without claiming a key.
-    let mut api = crate::api::routes()
+/// The API as served: the front door, then the routes. `/api` and everything under it sits
+/// behind authentication; nothing else is served.
+#[derive(Clone)]
+pub struct Api {
+    state: AppState,
+    routes: Router,
+}
+
+/// The API for [`serve::serve`].
+pub fn router(state: AppState) -> Api {
+    let mut routes = crate::api::routes()
         .route_layer(middleware::from_fn_with_state(state.clone(), idempotency::layer))
-        .fallback(api_not_found)
+        .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed);
     // Every layer costs every request (the benchmark saw 9 % of a ping here): none when off.
+    // It limits authenticated requests only, so the fallback passes it untouched.
     if state.rate_limiter.enabled() {
-        api = api.layer(middleware::from_fn_with_state(state.clone(), rate_limit::limit));
+        routes = routes.layer(middleware::from_fn_with_state(state.clone(), rate_limit::limit));
     }
-    Router::new()
-        .nest("/api", api)
-        .fallback(not_found)
-        // Outside the router, so every path under /api (unknown ones, `/api/` itself) answers
-        // 401 before anything can answer 404 (SPEC A2).
-        .layer(middleware::from_fn_with_state(state.clone(), front_door))
-        .layer(DefaultBodyLimit::max(limit))
-        .layer(Extension(extract::BodyLimit(limit)))
-        .with_state(state)
+    Api { routes: routes.with_state(state.clone()), state }
 }
 
-/// Every request's way in, as one layer (each layer costs every request: six of them were a
-/// tenth of a ping): watches the body (a reply sent before the body was read closes the
-/// connection), authenticates everything under `/api` before routing, so unknown paths there
-/// answer 401 rather than 404 (A2), and records the request's metrics (K3). Never logs headers:
-/// they carry the key.
-async fn front_door(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let started = Instant::now();
-    let method = request.method().clone();
-    let (mut request, body_read) = unread_body::watch(request);
-    let mut response = match auth::authenticate_request(&state, &mut request).await {
-        Ok(()) => next.run(request).await,
-        Err(err) => err.into_response(),
-    };
-    unread_body::close_if_unread(&mut response, body_read.as_deref());
-    let route = response.extensions().get::<MatchedPath>().map_or("unmatched", |p| p.as_str());
-    let elapsed = started.elapsed();
-    let status = response.status().as_u16();
-    state.metrics.observe(route, &method, status, elapsed.as_secs_f64());
-    tracing::debug!(%method, %route, status, elapsed_us = elapsed.as_micros() as u64, "request");
-    response
+impl Api {
+    /// Every request's way in, in front of the router rather than a layer of it (a layer is a
+    /// boxed future, a cloned service and its own allocations on every request): watches the
+    /// body (a reply sent before the body was read closes the connection), authenticates
+    /// everything under `/api` before routing, so unknown paths there answer 401 rather than
+    /// 404 (A2), and records the request's metrics (K3). Never logs headers: they carry the key.
+    pub async fn handle(&self, request: hyper::Request<hyper::body::Incoming>) -> Response {
+        let state = &self.state;
+        let started = Instant::now();
+        let method = request.method().clone();
+        let (mut request, body_read) = unread_body::watch(request.map(Body::new), state.config.body_limit_bytes);
+        let mut response = match auth::authenticate_request(state, &mut request).await {
+            Ok(()) => self.routes.clone().oneshot(request).await.unwrap_or_else(|never| match never {}),
+            Err(err) => err.into_response(),
+        };
+        unread_body::close_if_unread(&mut response, body_read.as_deref());
+        let route = response.extensions().get::<MatchedPath>().map_or("unmatched", |p| p.as_str());
+        let elapsed = started.elapsed();
+        let status = response.status().as_u16();
+        state.metrics.observe(route, &method, status, elapsed.as_secs_f64());
+        tracing::debug!(%method, %route, status, elapsed_us = elapsed.as_micros() as u64, "request");
+        response
+    }
 }
 
-async fn api_not_found() -> Error {
-    Error::NotFound { message: "No such API path.".into() }
-}
-
-async fn not_found() -> Error {
-    Error::NotFound { message: "Not found. The API lives under /api.".into() }
+async fn not_found(uri: axum::http::Uri) -> Error {
+    let message = if auth::is_api_path(uri.path()) { "No such API path." } else { "Not found. The API lives under /api." };
+    Error::NotFound { message: message.into() }
 }
 
 async fn method_not_allowed() -> Error {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use axum::Router;
+use super::Api;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
@@ -13,12 +13,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
-use tower::ServiceExt;
 
 /// The first byte of every TLS connection: a handshake record.
 const TLS_HANDSHAKE_RECORD: u8 = 0x16;
-/// Most header lines in one request.
-const HEADERS_MAX: usize = 64;
 /// Read buffer for a request head, in bytes: heads much larger than this are refused with 431
 /// (hyper may read one buffer past it before it checks, so the hard bound is a few times this).
 const HEADER_BYTES_MAX: usize = 16 * 1024;
@@ -35,7 +32,7 @@ pub struct ListenerOptions {
 }
 
 /// Serves `app` on `listener` until `shutdown` resolves, then drains open connections.
-pub async fn serve(listener: TcpListener, app: Router, options: ListenerOptions, shutdown: impl Future<Output = ()>) {
+pub async fn serve(listener: TcpListener, app: Api, options: ListenerOptions, shutdown: impl Future<Output = ()>) {
     let graceful = GracefulShutdown::new();
     let permits = Arc::new(Semaphore::new(options.connections_max));
     tokio::pin!(shutdown);
@@ -79,7 +76,7 @@ pub async fn serve(listener: TcpListener, app: Router, options: ListenerOptions,
     }
 }
 
-async fn serve_connection<S>(io: TokioIo<S>, app: Router, watcher: hyper_util::server::graceful::Watcher, header_read_timeout: Duration)
+async fn serve_connection<S>(io: TokioIo<S>, app: Api, watcher: hyper_util::server::graceful::Watcher, header_read_timeout: Duration)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -88,17 +85,18 @@ where
         let heads = heads.clone();
         hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
             let busy = heads.request_started();
-            let reply = app.clone().oneshot(request);
+            let app = app.clone();
             async move {
-                let reply = reply.await;
+                let reply = app.handle(request).await;
                 drop(busy);
-                reply
+                Ok::<_, std::convert::Infallible>(reply)
             }
         })
     };
-    // Large or numerous headers are refused (431); slow senders of headers are cut off below.
+    // Large or numerous headers are refused (431; hyper's own limit of 100 header lines, whose
+    // array lives on the stack: setting a lower one copies a heap-sized array per request);
+    // slow senders of headers are cut off below.
     let connection = hyper::server::conn::http1::Builder::new()
-        .max_headers(HEADERS_MAX)
         .max_buf_size(HEADER_BYTES_MAX)
         .serve_connection(io, service);
     tokio::select! {

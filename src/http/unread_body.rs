@@ -86,13 +86,12 @@ impl HttpBody for Watched {
 
 /// Watches a request's body: the returned flag turns true once the handler read it to the end.
 /// A body already complete (no body, or fully buffered) needs no watching.
-pub fn watch(request: Request) -> (Request, Option<Arc<AtomicBool>>) {
+pub fn watch(request: Request, drain_max_bytes: usize) -> (Request, Option<Arc<AtomicBool>>) {
     let (parts, body) = request.into_parts();
     if body.is_end_stream() {
         return (Request::from_parts(parts, body), None);
     }
     let finished = Arc::new(AtomicBool::new(false));
-    let drain_max_bytes = parts.extensions.get::<super::extract::BodyLimit>().map_or(0, |limit| limit.0);
     let watched = Watched { inner: body, finished: finished.clone(), drain_max_bytes };
     (Request::from_parts(parts, Body::new(watched.boxed_unsync())), Some(finished))
 }
