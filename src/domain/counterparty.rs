@@ -119,17 +119,18 @@ impl Counterparty {
 
     /// The stored form: the counterparty without its accounts (they are objects of their own).
     fn record(&self, scope: &super::api_key::Scope) -> Result<ObjectRecord> {
+        Ok(self.record_as(scope, self.stored_json()?))
+    }
+
+    /// The stored document: the counterparty without its accounts (they are stored apart).
+    fn stored_json(&self) -> Result<String> {
         let mut bare = self.clone();
         bare.accounts.clear();
-        Ok(ObjectRecord {
-            id: self.id.clone(),
-            kind: KIND,
-            scope: scope.clone(),
-            parent_id: None,
-            created_at: self.created_at,
-            doc: to_json(&bare)?,
-            terms: self.terms(),
-        })
+        to_json(&bare)
+    }
+
+    fn record_as(&self, scope: &super::api_key::Scope, doc: String) -> ObjectRecord {
+        ObjectRecord { id: self.id.clone(), kind: KIND, scope: scope.clone(), parent_id: None, created_at: self.created_at, doc, terms: self.terms() }
     }
 
     fn apply(&mut self, patch: &CounterpartyPatch, now: Timestamp) -> Result<()> {
@@ -193,13 +194,15 @@ pub async fn create(ctx: &Ctx<'_>, commit: &dyn Commit, input: &CounterpartyInpu
     let stamp = Stamp { live_mode: ctx.scope.live_mode, now: ctx.now };
     let mut counterparty = input.build(stamp)?;
     let mut batch = WriteBatch::new();
-    batch.push(Write::Insert(counterparty.record(ctx.scope)?));
+    // Without accounts the stored document is the reply itself: serialized once, not twice.
+    let doc = counterparty.stored_json()?;
+    batch.push(Write::Insert(counterparty.record_as(ctx.scope, doc.clone())));
     for (i, account_input) in input.accounts.iter().enumerate() {
         let account = account_input.build(&format!("accounts[{i}]"), Some(counterparty.id.clone()), counterparty.name.as_deref(), stamp)?;
         let json = external_account::stage_create(&mut batch, ctx, &account)?;
         counterparty.accounts.push(external_account::embedded(&json)?);
     }
-    let json = to_json(&counterparty)?;
+    let json = if counterparty.accounts.is_empty() { doc } else { to_json(&counterparty)? };
     batch.push(Write::Insert(event::record(ctx.scope, KIND, "created", &counterparty.id, &json, ctx.now)?));
     commit.commit(batch, &json).await?;
     Ok(json)
