@@ -105,6 +105,7 @@ fn lock_store(config: &Config) -> anyhow::Result<Option<ServeLock>> {
 pub async fn launch(config: Config, listener: TcpListener, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<Server> {
     let lock = lock_store(&config)?;
     let store = connect_store(&config).await?;
+    store.prepare_to_serve().await;
     let config = Arc::new(config);
     let state = http::AppState::new(http::Shared {
         store: store.clone(),

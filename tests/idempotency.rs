@@ -575,6 +575,32 @@ async fn i3_stored_reply_survives_restart() {
     assert_eq!(list_ids(&server, "/api/counterparties", &key).await.len(), 1);
 }
 
+#[tokio::test]
+async fn i4_replies_from_before_a_restart_replay_and_new_keys_run_once() {
+    // After a restart no reply is in memory: each of these is found through the index of stored
+    // replies the server builds before serving (SQLite), or the database (PostgreSQL).
+    let server = TestServer::start().await;
+    let key = server.key().await;
+    let mut firsts = Vec::new();
+    for i in 0..5 {
+        let first = post_idem(&server, "/api/counterparties", &key, &format!("before-{i}"), &json!({"name": format!("Before {i}")})).await;
+        assert_eq!(first.status, 201);
+        firsts.push(first);
+    }
+    let dir = server.stop().await;
+    let server = TestServer::start_in(dir, |_| {}).await;
+    for (i, first) in firsts.iter().enumerate() {
+        let again = post_idem(&server, "/api/internal_accounts", &key, &format!("before-{i}"), &json!({"name": "x", "currency": "USD"})).await;
+        assert_eq!((again.status, &again.body, again.replayed.as_deref()), (201, &first.body, Some("true")), "key before-{i}");
+    }
+    for i in 0..5 {
+        let fresh = post_idem(&server, "/api/counterparties", &key, &format!("after-{i}"), &json!({"name": format!("After {i}")})).await;
+        assert_eq!((fresh.status, fresh.replayed.as_deref()), (201, None), "{}", fresh.text());
+    }
+    assert_eq!(list_ids(&server, "/api/counterparties", &key).await.len(), 10, "five before, five after, none twice");
+    assert!(list_ids(&server, "/api/internal_accounts", &key).await.is_empty(), "the replays ran nothing");
+}
+
 // ---------------------------------------------------------------------------------------------
 // I11: strict mode
 // ---------------------------------------------------------------------------------------------

@@ -212,6 +212,9 @@ pub trait Store: Send + Sync + 'static {
 
     /// The key stored under `hash`, with that hash. Shared: most lookups are answered from
     /// memory, and a request should not copy its key.
+    /// Readies what serving needs and the command line does not (run once, before serving).
+    async fn prepare_to_serve(&self) {}
+
     async fn api_key_by_hash(&self, hash: &KeyHash) -> Result<Option<FoundKey>>;
 
     async fn api_key(&self, id: &str) -> Result<Option<ApiKey>>;

@@ -7,6 +7,7 @@
 
 mod claims;
 mod migrations;
+mod reply_keys;
 mod writer;
 
 use std::fs::File;
@@ -42,6 +43,7 @@ pub struct SqliteStore {
     keys: KeyEntries,
     keys_epoch: EpochFile,
     replies: ReplyCache,
+    reply_keys: Arc<reply_keys::ReplyKeys>,
     path: PathBuf,
     /// Dropping it stops the checkpointer thread.
     _checkpointer: mpsc::Sender<()>,
@@ -111,6 +113,7 @@ impl SqliteStore {
             keys: KeyEntries::default(),
             keys_epoch: EpochFile::open(path),
             replies: ReplyCache::default(),
+            reply_keys: Arc::default(),
             path: path.to_owned(),
             _checkpointer: checkpointer,
         })
@@ -285,6 +288,9 @@ impl Store for SqliteStore {
         let claim = batch.claim.clone();
         let changes_keys = batch.changes_keys();
         let saved: Vec<StoredReply> = reply_cache::saved(&batch.writes).cloned().collect();
+        for reply in &saved {
+            self.reply_keys.add(&reply.api_key_id, &reply.key);
+        }
         if let Some(token) = &claim
             && !self.claims.holds(token)
         {
@@ -401,13 +407,28 @@ impl Store for SqliteStore {
         &self.hasher
     }
 
+    async fn prepare_to_serve(&self) {
+        let started = std::time::Instant::now();
+        let path = self.path.clone();
+        let keys = self.reply_keys.clone();
+        let counted = tokio::task::spawn_blocking(move || -> anyhow::Result<usize> { Ok(keys.load(&open_reader(&path)?)?) }).await;
+        match counted {
+            Ok(Ok(rows)) => tracing::info!(rows, elapsed_ms = started.elapsed().as_millis() as u64, "stored idempotency replies indexed"),
+            Ok(Err(err)) => tracing::warn!(%err, "could not index stored idempotency replies; every new key will be looked up"),
+            Err(err) => tracing::warn!(%err, "could not index stored idempotency replies; every new key will be looked up"),
+        }
+    }
+
     async fn claim(&self, api_key_id: &str, key: &str, now: Timestamp, lease_ms: u64) -> Result<Claim> {
         if let Some(reply) = self.replies.get(api_key_id, key, now) {
             return Ok(Claim::Replay(reply));
         }
         let generation = self.claims.reply_generation(api_key_id, key);
-        // A stored success answers at once, without claiming: replays never contend (I4).
-        if let Some(reply) = self.reply(api_key_id, key, now)? {
+        // A stored success answers at once, without claiming: replays never contend (I4). A key
+        // with no reply counted has none stored, and needs no read.
+        if self.reply_keys.may_exist(api_key_id, key)
+            && let Some(reply) = self.reply(api_key_id, key, now)?
+        {
             return Ok(Claim::Replay(reply));
         }
         // Then claim. A finishing owner stores its reply before it releases, so whoever gets
@@ -416,7 +437,9 @@ impl Store for SqliteStore {
         let Some(token) = self.claims.try_take(api_key_id, key, now, lease_ms) else {
             return Ok(Claim::InFlight);
         };
-        if self.claims.reply_generation(api_key_id, key) == generation {
+        // An owner counts its reply before committing it, and commits before releasing: a
+        // reply that landed since the first look is counted by now.
+        if self.claims.reply_generation(api_key_id, key) == generation || !self.reply_keys.may_exist(api_key_id, key) {
             return Ok(Claim::Acquired(token));
         }
         match self.reply(api_key_id, key, now) {
@@ -489,9 +512,14 @@ impl Store for SqliteStore {
             return Ok(0);
         }
         let count = expired.len();
+        // Counted before the delete, so every row it deletes was in the counts (reply_keys).
+        let take_back = self.reply_keys.loaded().then(|| expired.clone());
         let mut batch = WriteBatch::new();
         batch.writes.push(super::Write::PurgeReplies { keys: expired, before: now });
         self.commit(batch).await?;
+        if let Some(keys) = take_back {
+            self.reply_keys.purged(&keys);
+        }
         Ok(count)
     }
 }
