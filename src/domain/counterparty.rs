@@ -124,6 +124,9 @@ impl Counterparty {
 
     /// The stored document: the counterparty without its accounts (they are stored apart).
     fn stored_json(&self) -> Result<String> {
+        if self.accounts.is_empty() {
+            return to_json(self);
+        }
         let mut bare = self.clone();
         bare.accounts.clear();
         to_json(&bare)

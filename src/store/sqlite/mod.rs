@@ -411,10 +411,12 @@ impl Store for SqliteStore {
         let started = std::time::Instant::now();
         let path = self.path.clone();
         let keys = self.reply_keys.clone();
-        let counted = tokio::task::spawn_blocking(move || -> anyhow::Result<usize> { Ok(keys.load(&open_reader(&path)?)?) }).await;
+        let counted = tokio::task::spawn_blocking(move || -> anyhow::Result<usize> { Ok(keys.load(&open_reader(&path)?)?) })
+            .await
+            .map_err(anyhow::Error::from)
+            .and_then(|counted| counted);
         match counted {
-            Ok(Ok(rows)) => tracing::info!(rows, elapsed_ms = started.elapsed().as_millis() as u64, "stored idempotency replies indexed"),
-            Ok(Err(err)) => tracing::warn!(%err, "could not index stored idempotency replies; every new key will be looked up"),
+            Ok(rows) => tracing::info!(rows, elapsed_ms = started.elapsed().as_millis() as u64, "stored idempotency replies indexed"),
             Err(err) => tracing::warn!(%err, "could not index stored idempotency replies; every new key will be looked up"),
         }
     }
