@@ -441,6 +441,57 @@ async fn i6_concurrent_duplicates_create_one() {
     assert_eq!((after.status, &after.body, after.replayed.as_deref()), (201, &original, Some("true")));
 }
 
+/// Concurrent claims are taken together on PostgreSQL (src/store/postgres/claims.rs): in one
+/// crowd of stored keys, fresh keys and duplicated keys, every request still gets its own answer.
+#[tokio::test]
+async fn i4_i6_a_crowd_of_claims_each_gets_its_own_answer() {
+    let server = TestServer::start().await;
+    let key = server.key().await;
+    let mut stored = Vec::new();
+    for i in 0..8 {
+        let first = post_idem(&server, "/api/counterparties", &key, &format!("stored-{i}"), &json!({"name": format!("Stored {i}")})).await;
+        assert_eq!(first.status, 201);
+        stored.push(first.body);
+    }
+    let mut tasks = Vec::new();
+    let mut spawn = |idem: String, name: String| {
+        let request = server.post("/api/counterparties", &key, &json!({"name": name})).header("Idempotency-Key", idem.as_str());
+        tasks.push((idem, tokio::spawn(async move { reply(request.send().await.expect("request")).await })));
+    };
+    for round in 0..3 {
+        for i in 0..8 {
+            spawn(format!("stored-{i}"), format!("Replay {round}"));
+            spawn(format!("fresh-{round}-{i}"), format!("Fresh {round}-{i}"));
+        }
+        for i in 0..4 {
+            spawn(format!("twice-{i}"), format!("Twice {i}"));
+        }
+    }
+    let mut executed: std::collections::HashMap<String, Vec<Reply>> = std::collections::HashMap::new();
+    for (idem, task) in tasks {
+        let r = tokio::time::timeout(Duration::from_secs(30), task).await.expect("bounded").expect("task");
+        if let Some(i) = idem.strip_prefix("stored-") {
+            assert_eq!((r.status, r.replayed.as_deref()), (201, Some("true")), "{idem} replays");
+            assert_eq!(r.body, stored[i.parse::<usize>().unwrap()], "{idem} replays its own reply");
+        } else {
+            executed.entry(idem).or_default().push(r);
+        }
+    }
+    for (idem, replies) in &executed {
+        let ran: Vec<&Reply> = replies.iter().filter(|r| r.status == 201 && r.replayed.is_none()).collect();
+        assert_eq!(ran.len(), 1, "{idem} ran exactly once: {:?}", replies.iter().map(|r| (r.status, r.replayed.clone())).collect::<Vec<_>>());
+        for r in replies.iter().filter(|r| r.replayed.is_some() || r.status != 201) {
+            match r.status {
+                201 => assert_eq!(r.body, ran[0].body, "{idem}: a replay is of its own original"),
+                409 => assert_in_flight_409(r),
+                other => panic!("{idem}: unexpected status {other}: {}", r.text()),
+            }
+        }
+    }
+    assert_eq!(executed.len(), 3 * 8 + 4);
+    assert_eq!(list_ids(&server, "/api/counterparties", &key).await.len(), 8 + 3 * 8 + 4, "nothing created twice");
+}
+
 // ---------------------------------------------------------------------------------------------
 // I7: other methods ignore the header
 // ---------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@
 //! Commits are durable (`synchronous_commit=on` on every connection). A database that cannot
 //! be reached answers 503 with `Retry-After`; the pool reconnects by itself when it returns.
 
+mod claims;
 mod group;
 mod key_watch;
 mod migrations;
@@ -17,7 +18,6 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use bytes::Bytes;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
 use rand::{Rng, RngCore};
 use tokio_postgres::types::ToSql;
@@ -48,6 +48,8 @@ pub struct PostgresStore {
     key_watch: OnceLock<(Arc<key_watch::KeyWatch>, tokio::sync::oneshot::Sender<()>)>,
     /// Creates of concurrent requests, committed together (see `group`).
     group: group::Queue,
+    /// Idempotency claims of concurrent requests, taken together (see `claims`).
+    claims: claims::Queue,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -103,6 +105,7 @@ impl PostgresStore {
             .runtime(Runtime::Tokio1)
             .build()?;
         let group = group::start(pool.clone());
+        let claims = claims::start(pool.clone());
         Ok(PostgresStore {
             pool,
             hasher: KeyHasher::new(pepper),
@@ -111,6 +114,7 @@ impl PostgresStore {
             replies: ReplyCache::default(),
             key_watch: OnceLock::new(),
             group,
+            claims,
         })
     }
 
@@ -131,43 +135,6 @@ impl PostgresStore {
         let client = self.client().await?;
         let statement = client.prepare_cached(sql).await.map_err(db_err)?;
         client.query(&statement, params).await.map_err(db_err)
-    }
-
-    async fn reply(&self, api_key_id: &str, key: &str, now: Timestamp) -> Result<Option<StoredReply>> {
-        let rows = self.query(REPLY_SQL, &[&api_key_id, &key, &now.as_micros()]).await?;
-        Ok(rows.first().map(|row| stored_reply(api_key_id, key, row)))
-    }
-}
-
-/// One statement: a stored success if there is one (replays never contend, I4); otherwise the
-/// key is taken if nobody holds it or the holder's lease ran out (a crashed owner, I8).
-/// Columns: the reply's (NULL when none), then the nonce if the key was taken.
-const CLAIM_SQL: &str = "WITH stored AS (
-       SELECT status, content_type, body, fingerprint, created_at, expires_at FROM idempotency_replies
-       WHERE api_key_id = $1 AND key = $2 AND expires_at > $5),
-     taken AS (
-       INSERT INTO idempotency_claims (api_key_id, key, nonce, lease_until)
-       SELECT $1, $2, $3::bigint, $4::bigint WHERE NOT EXISTS (SELECT 1 FROM stored)
-       ON CONFLICT (api_key_id, key) DO UPDATE SET nonce = EXCLUDED.nonce, lease_until = EXCLUDED.lease_until
-       WHERE idempotency_claims.lease_until <= $5
-       RETURNING nonce)
-     SELECT s.status, s.content_type, s.body, s.fingerprint, s.created_at, s.expires_at, (SELECT nonce FROM taken)
-     FROM (SELECT 1) AS one LEFT JOIN stored s ON true";
-
-const REPLY_SQL: &str = "SELECT status, content_type, body, fingerprint, created_at, expires_at FROM idempotency_replies
-     WHERE api_key_id = $1 AND key = $2 AND expires_at > $3";
-
-fn stored_reply(api_key_id: &str, key: &str, row: &Row) -> StoredReply {
-    let fingerprint: Vec<u8> = row.get(3);
-    StoredReply {
-        api_key_id: api_key_id.to_owned(),
-        key: key.to_owned(),
-        status: u16::try_from(row.get::<_, i32>(0)).unwrap_or(200),
-        content_type: row.get(1),
-        body: Bytes::from(row.get::<_, Vec<u8>>(2)),
-        fingerprint: fingerprint.try_into().unwrap_or([0; 32]),
-        created_at: Timestamp::from_micros(row.get(4)),
-        expires_at: Timestamp::from_micros(row.get(5)),
     }
 }
 
@@ -384,24 +351,8 @@ impl Store for PostgresStore {
         }
         let nonce: i64 = rand::rng().random_range(1..i64::MAX);
         let lease_until = now.plus_micros(i64::try_from(lease_ms).unwrap_or(i64::MAX / 1000).saturating_mul(1000));
-        let rows = self.query(CLAIM_SQL, &[&api_key_id, &key, &nonce, &lease_until.as_micros(), &now.as_micros()]).await?;
-        let row = rows.first().ok_or_else(|| Error::internal("the claim statement returned no row"))?;
-        if row.get::<_, Option<i32>>(0).is_some() {
-            return Ok(Claim::Replay(stored_reply(api_key_id, key, row)));
-        }
-        if row.get::<_, Option<i64>>(6).is_none() {
-            return Ok(Claim::InFlight);
-        }
-        let token = ClaimToken { api_key_id: api_key_id.to_owned(), key: key.to_owned(), nonce: nonce as u64 };
-        // As on SQLite: having claimed, look again, in a snapshot taken after the claim, for a
-        // reply the previous owner committed as it let go of the key.
-        match self.reply(api_key_id, key, now).await {
-            Ok(None) => Ok(Claim::Acquired(token)),
-            found => {
-                self.release(&token).await;
-                found.map(|reply| reply.map_or(Claim::InFlight, Claim::Replay))
-            }
-        }
+        let request = claims::Request { api_key_id: api_key_id.to_owned(), key: key.to_owned(), nonce, lease_until, now };
+        claims::submit(&self.claims, request).await
     }
 
     async fn renew(&self, token: &ClaimToken, now: Timestamp, lease_ms: u64) -> Result<bool> {

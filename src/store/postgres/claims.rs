@@ -1,0 +1,250 @@
+//! Idempotency claims on PostgreSQL, taken for many concurrent requests in one round trip.
+//!
+//! A claim is two statements: take the key (or find its stored reply), then look again for a
+//! reply in a snapshot taken after the key was taken, since the previous owner may have
+//! committed one as it let go (SPEC I4, I8). Each is its own transaction, and on a small machine
+//! PostgreSQL's cost is per statement: claimed one by one, claims cost more than the writes they
+//! guard. So claims wait here, and a few claimer tasks each take whatever is waiting and send
+//! the two statements for the whole group in one pipeline; PostgreSQL runs the second after the
+//! first has committed, as before. Each request still gets its own answer: stored replies
+//! replay, free keys (or keys whose owner's lease ran out) are taken, held keys are in flight.
+//!
+//! Keys are taken in one global order (sorted) so concurrent groups cannot deadlock on them,
+//! and a key appears at most once per group (a second request with it waits for the next group).
+//! A group whose statement fails anyway (say a deadlock with a commit releasing keys that are
+//! in flight twice) is claimed again request by request, so a collision is answered only to the
+//! requests it concerns.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use deadpool_postgres::Pool;
+use futures_util::future::join_all;
+use tokio::sync::{Mutex, mpsc, oneshot};
+use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
+
+use super::{db_err, pool_err};
+use crate::domain::time::Timestamp;
+use crate::error::{Error, Result};
+use crate::store::{Claim, ClaimToken, StoredReply};
+
+/// Claims in one group at most.
+const GROUP_MAX: usize = 128;
+/// Claimer tasks: while one group is in the database, the next is being gathered.
+const CLAIMERS: usize = 2;
+/// Claims waiting before callers wait to enqueue.
+const QUEUE_MAX: usize = 4096;
+
+/// One request's claim, as the claimers take it.
+pub struct Request {
+    pub api_key_id: String,
+    pub key: String,
+    pub nonce: i64,
+    pub lease_until: Timestamp,
+    pub now: Timestamp,
+}
+
+pub struct Job {
+    request: Request,
+    done: oneshot::Sender<Result<Claim>>,
+}
+
+pub type Queue = mpsc::Sender<Job>;
+
+/// Starts the claimers; they stop when the queue's last sender is dropped.
+pub fn start(pool: Pool) -> Queue {
+    let (tx, rx) = mpsc::channel(QUEUE_MAX);
+    let rx = Arc::new(Mutex::new(rx));
+    for _ in 0..CLAIMERS {
+        tokio::spawn(claimer(pool.clone(), rx.clone()));
+    }
+    tx
+}
+
+pub async fn submit(queue: &Queue, request: Request) -> Result<Claim> {
+    let (done, outcome) = oneshot::channel();
+    queue.send(Job { request, done }).await.map_err(|_| Error::internal("the claimer stopped"))?;
+    outcome.await.map_err(|_| Error::internal("the claimer dropped a claim"))?
+}
+
+async fn claimer(pool: Pool, rx: Arc<Mutex<mpsc::Receiver<Job>>>) {
+    // Second requests for a key already in a group, kept for this claimer's next group.
+    let mut deferred: Vec<Job> = Vec::new();
+    loop {
+        let mut group = std::mem::take(&mut deferred);
+        if group.is_empty() {
+            let mut rx = rx.lock().await;
+            match rx.recv().await {
+                Some(job) => group.push(job),
+                None => return,
+            }
+            take_waiting(&mut rx, &mut group);
+        } else if let Ok(mut rx) = rx.try_lock() {
+            // Not `lock`: the other claimer may hold the queue while it waits for new claims,
+            // and the deferred ones must not wait for those.
+            take_waiting(&mut rx, &mut group);
+        }
+        let mut seen = HashSet::new();
+        let (group, repeated): (Vec<Job>, Vec<Job>) =
+            group.into_iter().partition(|job| seen.insert((job.request.api_key_id.clone(), job.request.key.clone())));
+        deferred = repeated;
+        claim_group(&pool, group).await;
+    }
+}
+
+fn take_waiting(rx: &mut mpsc::Receiver<Job>, group: &mut Vec<Job>) {
+    while group.len() < GROUP_MAX {
+        match rx.try_recv() {
+            Ok(job) => group.push(job),
+            Err(_) => break,
+        }
+    }
+}
+
+async fn claim_group(pool: &Pool, mut group: Vec<Job>) {
+    group.sort_by(|a, b| (&a.request.api_key_id, &a.request.key).cmp(&(&b.request.api_key_id, &b.request.key)));
+    let requests: Vec<&Request> = group.iter().map(|job| &job.request).collect();
+    match claim_together(pool, &requests).await {
+        Ok(claims) => {
+            for (job, claim) in group.into_iter().zip(claims) {
+                let _ = job.done.send(Ok(claim));
+            }
+        }
+        Err(err) if group.len() == 1 => {
+            if let Some(job) = group.pop() {
+                let _ = job.done.send(Err(err));
+            }
+        }
+        // The database is out of reach: claiming alone would fail as well.
+        Err(Error::Unavailable { message, retry_after_s }) => {
+            for job in group {
+                let _ = job.done.send(Err(Error::Unavailable { message: message.clone(), retry_after_s }));
+            }
+        }
+        Err(err) => {
+            tracing::debug!(%err, "a group claim failed; claiming its keys one by one");
+            let alone = join_all(group.iter().map(|job| async move { claim_together(pool, &[&job.request]).await })).await;
+            for (job, claim) in group.into_iter().zip(alone) {
+                let _ = job.done.send(claim.map(|mut claims| claims.pop().unwrap_or(Claim::InFlight)));
+            }
+        }
+    }
+}
+
+/// Takes the keys of `requests` not already replied, in the order given (each key once).
+/// Columns: the key, then the stored reply's columns (NULL for a key taken instead).
+/// Replies are looked up key by key (a LATERAL subquery with LIMIT is never turned into a hash
+/// join): a generic plan made while the table was small would otherwise scan it whole.
+const CLAIM_GROUP_SQL: &str = "WITH req AS (
+       SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[])
+         WITH ORDINALITY AS q(api_key_id, key, nonce, lease_until, now, n)),
+     stored AS (
+       SELECT q.api_key_id, q.key, r.status, r.content_type, r.body, r.fingerprint, r.created_at, r.expires_at
+       FROM req q CROSS JOIN LATERAL (
+         SELECT * FROM idempotency_replies r WHERE r.api_key_id = q.api_key_id AND r.key = q.key AND r.expires_at > q.now LIMIT 1) r),
+     taken AS (
+       INSERT INTO idempotency_claims (api_key_id, key, nonce, lease_until)
+       SELECT q.api_key_id, q.key, q.nonce, q.lease_until FROM req q
+       WHERE NOT EXISTS (SELECT 1 FROM stored s WHERE s.api_key_id = q.api_key_id AND s.key = q.key)
+       ORDER BY q.n
+       ON CONFLICT (api_key_id, key) DO UPDATE SET nonce = EXCLUDED.nonce, lease_until = EXCLUDED.lease_until
+       WHERE idempotency_claims.lease_until <= $6
+       RETURNING api_key_id, key)
+     SELECT api_key_id, key, status, content_type, body, fingerprint, created_at, expires_at FROM stored
+     UNION ALL
+     SELECT api_key_id, key, NULL, NULL, NULL, NULL, NULL, NULL FROM taken";
+
+/// The second look, in a snapshot taken after the claim statement committed.
+const REPLIES_SQL: &str = "SELECT q.api_key_id, q.key, r.status, r.content_type, r.body, r.fingerprint, r.created_at, r.expires_at
+     FROM unnest($1::text[], $2::text[], $3::bigint[]) AS q(api_key_id, key, now)
+     CROSS JOIN LATERAL (
+       SELECT * FROM idempotency_replies r WHERE r.api_key_id = q.api_key_id AND r.key = q.key AND r.expires_at > q.now LIMIT 1) r";
+
+const RELEASE_SQL: &str = "DELETE FROM idempotency_claims c USING unnest($1::text[], $2::text[], $3::bigint[]) AS k(api_key_id, key, nonce)
+     WHERE c.api_key_id = k.api_key_id AND c.key = k.key AND c.nonce = k.nonce";
+
+/// Claims `requests` (distinct keys, sorted) with one pipelined round trip; the answers in order.
+async fn claim_together(pool: &Pool, requests: &[&Request]) -> Result<Vec<Claim>> {
+    let client = pool.get().await.map_err(pool_err)?;
+    let ids: Vec<&str> = requests.iter().map(|r| r.api_key_id.as_str()).collect();
+    let keys: Vec<&str> = requests.iter().map(|r| r.key.as_str()).collect();
+    let nonces: Vec<i64> = requests.iter().map(|r| r.nonce).collect();
+    let leases: Vec<i64> = requests.iter().map(|r| r.lease_until.as_micros()).collect();
+    let nows: Vec<i64> = requests.iter().map(|r| r.now.as_micros()).collect();
+    // A lease is judged by the group's earliest clock: a takeover may come a few milliseconds
+    // late, never early.
+    let earliest = nows.iter().copied().min().unwrap_or(0);
+    let (claim, replies) = tokio::join!(client.prepare_cached(CLAIM_GROUP_SQL), client.prepare_cached(REPLIES_SQL));
+    let (claim, replies) = (claim.map_err(db_err)?, replies.map_err(db_err)?);
+    // Sent together; PostgreSQL runs the second, in a new snapshot, once the first committed.
+    let claim_params: [&(dyn ToSql + Sync); 6] = [&ids, &keys, &nonces, &leases, &nows, &earliest];
+    let replies_params: [&(dyn ToSql + Sync); 3] = [&ids, &keys, &nows];
+    let (claimed, second_look) = tokio::join!(client.query(&claim, &claim_params), client.query(&replies, &replies_params));
+    let claimed = claimed.map_err(db_err)?;
+    let second_look = second_look.map_err(db_err)?;
+
+    let mut stored: HashMap<(&str, &str), StoredReply> = HashMap::new();
+    let mut taken: HashSet<(&str, &str)> = HashSet::new();
+    for row in &claimed {
+        let (id, key): (&str, &str) = (row.get(0), row.get(1));
+        match row.get::<_, Option<i32>>(2) {
+            Some(_) => {
+                stored.insert((id, key), reply_from(id, key, row));
+            }
+            None => {
+                taken.insert((id, key));
+            }
+        }
+    }
+    let mut late: HashMap<(&str, &str), StoredReply> =
+        second_look.iter().map(|row| ((row.get(0), row.get(1)), reply_from(row.get(0), row.get(1), row))).collect();
+    // Taken, but a reply was committed as the previous owner let go: give the key back, replay.
+    let give_back: Vec<&Request> =
+        requests.iter().copied().filter(|r| taken.contains(&(r.api_key_id.as_str(), r.key.as_str())) && late.contains_key(&(r.api_key_id.as_str(), r.key.as_str()))).collect();
+    if !give_back.is_empty() {
+        release(&client, &give_back).await;
+    }
+    Ok(requests
+        .iter()
+        .map(|r| {
+            let id_key = (r.api_key_id.as_str(), r.key.as_str());
+            if let Some(reply) = stored.remove(&id_key) {
+                Claim::Replay(reply)
+            } else if let Some(reply) = late.remove(&id_key) {
+                // Held by another request when claimed, or given back above: it has replied since.
+                Claim::Replay(reply)
+            } else if taken.contains(&id_key) {
+                Claim::Acquired(ClaimToken { api_key_id: r.api_key_id.clone(), key: r.key.clone(), nonce: r.nonce as u64 })
+            } else {
+                Claim::InFlight
+            }
+        })
+        .collect())
+}
+
+async fn release(client: &deadpool_postgres::Object, requests: &[&Request]) {
+    let ids: Vec<&str> = requests.iter().map(|r| r.api_key_id.as_str()).collect();
+    let keys: Vec<&str> = requests.iter().map(|r| r.key.as_str()).collect();
+    let nonces: Vec<i64> = requests.iter().map(|r| r.nonce).collect();
+    if let Err(err) = client.execute(RELEASE_SQL, &[&ids, &keys, &nonces]).await {
+        // The lease frees the keys anyway; until then retries answer 409 (I8).
+        tracing::warn!(%err, "giving back idempotency claims failed; their leases will free them");
+    }
+}
+
+/// A stored reply from a row whose columns 2 to 7 are the reply's.
+fn reply_from(api_key_id: &str, key: &str, row: &Row) -> StoredReply {
+    let fingerprint: Vec<u8> = row.get(5);
+    StoredReply {
+        api_key_id: api_key_id.to_owned(),
+        key: key.to_owned(),
+        status: u16::try_from(row.get::<_, i32>(2)).unwrap_or(200),
+        content_type: row.get(3),
+        body: Bytes::from(row.get::<_, Vec<u8>>(4)),
+        fingerprint: fingerprint.try_into().unwrap_or([0; 32]),
+        created_at: Timestamp::from_micros(row.get(6)),
+        expires_at: Timestamp::from_micros(row.get(7)),
+    }
+}
