@@ -112,3 +112,52 @@ async fn s3_concurrent_batches_commit_or_fail_each_on_its_own() {
         assert!(!matches!(store.claim("key_batches", &format!("idem-{i}"), now, 60_000).await.unwrap(), Claim::Replay(_)));
     }
 }
+
+/// How many term rows the store holds, read with plain SQL (the store has no query for it).
+async fn term_rows(dir: &std::path::Path) -> i64 {
+    match test_database_url(dir).await {
+        Some(url) => {
+            let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.expect("reach PostgreSQL");
+            tokio::spawn(connection);
+            client.query_one("SELECT count(*) FROM object_terms", &[]).await.expect("count terms").get(0)
+        }
+        None => rusqlite::Connection::open(dir.join("payrail.db"))
+            .and_then(|c| c.query_row("SELECT count(*) FROM object_terms", [], |row| row.get(0)))
+            .expect("count terms"),
+    }
+}
+
+/// Terms are written once per (name, value) and deleted with their objects: on PostgreSQL by
+/// the delete statement itself, since migration 0007 dropped the cascading foreign key.
+#[tokio::test]
+async fn s3_deleting_objects_deletes_their_terms() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path()).await;
+    let mut batch = WriteBatch::new();
+    let Write::Insert(mut parent) = insert("cp_parent") else { unreachable!() };
+    // A repeated term is stored once.
+    parent.terms.push(Term::new("name", "cp_parent"));
+    batch.push(Write::Insert(parent));
+    for i in 0..3 {
+        let Write::Insert(mut child) = insert(&format!("ea_{i}")) else { unreachable!() };
+        child.kind = "external_account";
+        child.parent_id = Some("cp_parent".into());
+        batch.push(Write::Insert(child));
+    }
+    batch.push(insert("cp_kept"));
+    store.commit(batch).await.unwrap();
+    assert_eq!(term_rows(dir.path()).await, 5 * 2);
+
+    let mut children = WriteBatch::new();
+    children.push(Write::DeleteChildren { kind: "external_account", scope: scope(), parent_id: "cp_parent".into() });
+    store.commit(children).await.unwrap();
+    assert_eq!(term_rows(dir.path()).await, 2 * 2, "the children's terms went with them");
+
+    let mut parent = WriteBatch::new();
+    parent.push(Write::Delete { kind: "counterparty", scope: scope(), id: "cp_parent".into() });
+    store.commit(parent).await.unwrap();
+    assert_eq!(term_rows(dir.path()).await, 2, "only the kept counterparty's terms remain");
+    let mut again = WriteBatch::new();
+    again.push(Write::Delete { kind: "counterparty", scope: scope(), id: "cp_parent".into() });
+    assert!(matches!(store.commit(again).await, Err(Error::NotFound { .. })), "a second delete finds nothing");
+}

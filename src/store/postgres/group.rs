@@ -16,7 +16,7 @@ use std::sync::Arc;
 use deadpool_postgres::Pool;
 use tokio::sync::{Mutex, mpsc, oneshot};
 
-use super::{commit_alone, db_err, pool_err};
+use super::{commit_alone, db_err, pool_err, writes};
 use crate::error::{Error, Result};
 use crate::store::sqlite::kind_str;
 use crate::store::{ObjectRecord, StoredReply, Write, WriteBatch, abandoned, claim_lost, reply_cache};
@@ -248,9 +248,11 @@ async fn insert_objects(client: &deadpool_postgres::Object, batches: &[&WriteBat
     let parents: Vec<Option<&str>> = records.iter().map(|r| r.parent_id.as_deref()).collect();
     let created: Vec<i64> = records.iter().map(|r| r.created_at.as_micros()).collect();
     let docs: Vec<&str> = records.iter().map(|r| r.doc.as_str()).collect();
-    let term_owner: Vec<&str> = records.iter().flat_map(|r| r.terms.iter().map(|_| r.id.as_str())).collect();
-    let term_names: Vec<&str> = records.iter().flat_map(|r| r.terms.iter().map(|t| t.name.as_str())).collect();
-    let term_values: Vec<&str> = records.iter().flat_map(|r| r.terms.iter().map(|t| t.value.as_str())).collect();
+    let terms: Vec<(&str, &str, &str)> =
+        records.iter().flat_map(|r| writes::distinct_terms(r).into_iter().map(|(name, value)| (r.id.as_str(), name, value))).collect();
+    let term_owner: Vec<&str> = terms.iter().map(|t| t.0).collect();
+    let term_names: Vec<&str> = terms.iter().map(|t| t.1).collect();
+    let term_values: Vec<&str> = terms.iter().map(|t| t.2).collect();
     // WITH ORDINALITY keeps the group's order in `seq`, which lists and the outbox follow.
     let statement = client
         .prepare_cached(
@@ -262,8 +264,7 @@ async fn insert_objects(client: &deadpool_postgres::Object, batches: &[&WriteBat
                ORDER BY n
                RETURNING seq, id)
              INSERT INTO object_terms (object_seq, name, value)
-             SELECT o.seq, t.name, t.value FROM o JOIN unnest($8::text[], $9::text[], $10::text[]) AS t(id, name, value) ON t.id = o.id
-             ON CONFLICT DO NOTHING",
+             SELECT o.seq, t.name, t.value FROM o JOIN unnest($8::text[], $9::text[], $10::text[]) AS t(id, name, value) ON t.id = o.id",
         )
         .await
         .map_err(db_err)?;

@@ -11,6 +11,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (4, include_str!("migrations/0004_unlogged_claims.sql")),
     (5, include_str!("migrations/0005_drop_unused_page_index.sql")),
     (6, include_str!("migrations/0006_key_epoch.sql")),
+    (7, include_str!("migrations/0007_terms_without_foreign_key.sql")),
 ];
 /// Arbitrary but fixed: the advisory lock every Payrail instance takes to migrate.
 const MIGRATION_LOCK_ID: i64 = 0x7061_7972_6169_6c00;

@@ -60,10 +60,16 @@ const INSERT_OBJECT: &str = "WITH o AS (
        INSERT INTO objects (id, kind, org_id, live_mode, parent_id, created_at, version, doc)
        VALUES ($1, $2, $3, $4, $5, $6, 1, $7) RETURNING seq)
      INSERT INTO object_terms (object_seq, name, value)
-     SELECT o.seq, t.n, t.v FROM o, unnest($8::text[], $9::text[]) AS t(n, v)
-     ON CONFLICT DO NOTHING";
-const DELETE_OBJECT: &str = "DELETE FROM objects WHERE id = $1 AND kind = $2 AND org_id = $3 AND live_mode = $4";
-const DELETE_CHILDREN: &str = "DELETE FROM objects WHERE kind = $1 AND org_id = $2 AND live_mode = $3 AND parent_id = $4";
+     SELECT o.seq, t.n, t.v FROM o, unnest($8::text[], $9::text[]) AS t(n, v)";
+// Terms go with their objects (no foreign key since migration 0007); the count is the objects'.
+const DELETE_OBJECT: &str = "WITH gone AS (
+       DELETE FROM objects WHERE id = $1 AND kind = $2 AND org_id = $3 AND live_mode = $4 RETURNING seq),
+     terms AS (DELETE FROM object_terms WHERE object_seq IN (SELECT seq FROM gone))
+     SELECT count(*) FROM gone";
+const DELETE_CHILDREN: &str = "WITH gone AS (
+       DELETE FROM objects WHERE kind = $1 AND org_id = $2 AND live_mode = $3 AND parent_id = $4 RETURNING seq),
+     terms AS (DELETE FROM object_terms WHERE object_seq IN (SELECT seq FROM gone))
+     SELECT count(*) FROM gone";
 // KEY SHARE locks the row until commit: a concurrent delete waits for us.
 const REQUIRE: &str = "SELECT 1 FROM objects WHERE id = $1 AND kind = $2 AND org_id = $3 AND live_mode = $4 FOR KEY SHARE";
 const INSERT_API_KEY: &str = "INSERT INTO api_keys (id, key_hash, name, organization_id, live_mode, created_at, updated_at, expires_at, decommissioned_at)
@@ -116,11 +122,10 @@ async fn apply(tx: &Transaction<'_>, write: &Write) -> Result<()> {
             ];
             tx.execute(&statement, &params).await
         }
-        Write::Delete { kind, scope, id } | Write::Require { kind, scope, id, .. } => {
-            tx.execute(&statement, &[id, kind, &scope.organization_id, &scope.live_mode]).await
-        }
+        Write::Delete { kind, scope, id } => deleted(tx.query_one(&statement, &[id, kind, &scope.organization_id, &scope.live_mode]).await),
+        Write::Require { kind, scope, id, .. } => tx.execute(&statement, &[id, kind, &scope.organization_id, &scope.live_mode]).await,
         Write::DeleteChildren { kind, scope, parent_id } => {
-            tx.execute(&statement, &[kind, &scope.organization_id, &scope.live_mode, parent_id]).await
+            deleted(tx.query_one(&statement, &[kind, &scope.organization_id, &scope.live_mode, parent_id]).await)
         }
         Write::InsertApiKey { key, hash } => {
             tx.execute(
@@ -185,8 +190,22 @@ async fn apply(tx: &Transaction<'_>, write: &Write) -> Result<()> {
     }
 }
 
+/// How many objects a delete statement removed (its one row is their count).
+fn deleted(row: std::result::Result<tokio_postgres::Row, tokio_postgres::Error>) -> std::result::Result<u64, tokio_postgres::Error> {
+    row.map(|row| u64::try_from(row.get::<_, i64>(0)).unwrap_or(0))
+}
+
+/// The record's terms, each (name, value) once: the table's key, and inserts no longer skip
+/// duplicates (migration 0007).
+pub fn distinct_terms(record: &ObjectRecord) -> Vec<(&str, &str)> {
+    let mut terms: Vec<(&str, &str)> = record.terms.iter().map(|t| (t.name.as_str(), t.value.as_str())).collect();
+    terms.sort_unstable();
+    terms.dedup();
+    terms
+}
+
 fn term_columns(record: &ObjectRecord) -> (Vec<&str>, Vec<&str>) {
-    record.terms.iter().map(|t| (t.name.as_str(), t.value.as_str())).unzip()
+    distinct_terms(record).into_iter().unzip()
 }
 
 async fn replace_object(tx: &Transaction<'_>, record: &ObjectRecord, expected_version: i64) -> Result<()> {
@@ -227,8 +246,7 @@ async fn insert_terms(tx: &Transaction<'_>, seq: i64, record: &ObjectRecord) -> 
     }
     let (names, values) = term_columns(record);
     tx.execute(
-        "INSERT INTO object_terms (object_seq, name, value) SELECT $1, n, v FROM unnest($2::text[], $3::text[]) AS t(n, v)
-         ON CONFLICT DO NOTHING",
+        "INSERT INTO object_terms (object_seq, name, value) SELECT $1, n, v FROM unnest($2::text[], $3::text[]) AS t(n, v)",
         &[&seq, &names, &values],
     )
     .await
