@@ -45,8 +45,6 @@ pub struct SqliteStore {
     replies: ReplyCache,
     reply_keys: Arc<reply_keys::ReplyKeys>,
     path: PathBuf,
-    /// Dropping it stops the checkpointer thread.
-    _checkpointer: mpsc::Sender<()>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -96,14 +94,15 @@ impl SqliteStore {
         // Ids and idempotency keys are random, so inserts land all over their indexes: with
         // SQLite's default 2 MiB cache the writer re-read a page from the OS for most of them.
         conn.pragma_update(None, "cache_size", -writer::WRITER_CACHE_KIB)?;
-        let (tx, rx) = mpsc::sync_channel(WRITE_QUEUE_MAX);
-        std::thread::Builder::new().name("sqlite-writer".into()).spawn(move || writer::run(conn, rx))?;
         let checkpoint_conn = Connection::open(path)?;
         configure(&checkpoint_conn)?;
-        let (checkpointer, stop) = mpsc::channel();
+        // The writer holds the only sender: the checkpointer stops with it.
+        let (commits, committed) = mpsc::sync_channel(1);
         std::thread::Builder::new()
             .name("sqlite-checkpoint".into())
-            .spawn(move || writer::checkpoint_loop(checkpoint_conn, stop))?;
+            .spawn(move || writer::checkpoint_loop(checkpoint_conn, committed))?;
+        let (tx, rx) = mpsc::sync_channel(WRITE_QUEUE_MAX);
+        std::thread::Builder::new().name("sqlite-writer".into()).spawn(move || writer::run(conn, rx, commits))?;
         Ok(SqliteStore {
             readers,
             next_reader: AtomicUsize::new(0),
@@ -115,7 +114,6 @@ impl SqliteStore {
             replies: ReplyCache::default(),
             reply_keys: Arc::default(),
             path: path.to_owned(),
-            _checkpointer: checkpointer,
         })
     }
 
