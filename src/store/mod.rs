@@ -210,11 +210,11 @@ pub trait Store: Send + Sync + 'static {
     /// Objects of `kind` whose parent is one of `parent_ids`, oldest first.
     async fn children(&self, kind: &'static str, scope: &Scope, parent_ids: &[String]) -> Result<Vec<StoredObject>>;
 
-    /// The key stored under `hash`, with that hash. Shared: most lookups are answered from
-    /// memory, and a request should not copy its key.
     /// Readies what serving needs and the command line does not (run once, before serving).
     async fn prepare_to_serve(&self) {}
 
+    /// The key stored under `hash`, with that hash. Shared: most lookups are answered from
+    /// memory, and a request should not copy its key.
     async fn api_key_by_hash(&self, hash: &KeyHash) -> Result<Option<FoundKey>>;
 
     async fn api_key(&self, id: &str) -> Result<Option<ApiKey>>;
