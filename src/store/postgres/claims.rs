@@ -183,7 +183,6 @@ async fn claim_together(pool: &Pool, requests: &[&Request]) -> Result<Vec<Claim>
     let replies_params: [&(dyn ToSql + Sync); 3] = [&ids, &keys, &nows];
     let (claimed, second_look) = tokio::join!(client.query(&claim, &claim_params), client.query(&replies, &replies_params));
     let claimed = claimed.map_err(db_err)?;
-    let second_look = second_look.map_err(db_err)?;
 
     let mut stored: HashMap<(&str, &str), StoredReply> = HashMap::new();
     let mut taken: HashSet<(&str, &str)> = HashSet::new();
@@ -198,14 +197,21 @@ async fn claim_together(pool: &Pool, requests: &[&Request]) -> Result<Vec<Claim>
             }
         }
     }
+    let is_taken = |r: &&Request| taken.contains(&(r.api_key_id.as_str(), r.key.as_str()));
+    let second_look = match second_look {
+        Ok(rows) => rows,
+        Err(err) => {
+            // Give back what the first statement took: a retry must not wait for the leases.
+            release(&client, &requests.iter().copied().filter(is_taken).collect::<Vec<_>>()).await;
+            return Err(db_err(err));
+        }
+    };
     let mut late: HashMap<(&str, &str), StoredReply> =
         second_look.iter().map(|row| ((row.get(0), row.get(1)), reply_from(row.get(0), row.get(1), row))).collect();
     // Taken, but a reply was committed as the previous owner let go: give the key back, replay.
     let give_back: Vec<&Request> =
-        requests.iter().copied().filter(|r| taken.contains(&(r.api_key_id.as_str(), r.key.as_str())) && late.contains_key(&(r.api_key_id.as_str(), r.key.as_str()))).collect();
-    if !give_back.is_empty() {
-        release(&client, &give_back).await;
-    }
+        requests.iter().copied().filter(|r| is_taken(r) && late.contains_key(&(r.api_key_id.as_str(), r.key.as_str()))).collect();
+    release(&client, &give_back).await;
     Ok(requests
         .iter()
         .map(|r| {
@@ -225,6 +231,9 @@ async fn claim_together(pool: &Pool, requests: &[&Request]) -> Result<Vec<Claim>
 }
 
 async fn release(client: &deadpool_postgres::Object, requests: &[&Request]) {
+    if requests.is_empty() {
+        return;
+    }
     let ids: Vec<&str> = requests.iter().map(|r| r.api_key_id.as_str()).collect();
     let keys: Vec<&str> = requests.iter().map(|r| r.key.as_str()).collect();
     let nonces: Vec<i64> = requests.iter().map(|r| r.nonce).collect();
