@@ -16,16 +16,14 @@
 //! requests it concerns.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
 
 use bytes::Bytes;
 use deadpool_postgres::Pool;
 use futures_util::future::join_all;
-use tokio::sync::{Mutex, mpsc, oneshot};
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
-use super::{db_err, pool_err};
+use super::{db_err, pool_err, queue};
 use crate::domain::time::Timestamp;
 use crate::error::{Error, Result};
 use crate::store::{Claim, ClaimToken, StoredReply};
@@ -34,8 +32,6 @@ use crate::store::{Claim, ClaimToken, StoredReply};
 const GROUP_MAX: usize = 128;
 /// Claimer tasks: while one group is in the database, the next is being gathered.
 const CLAIMERS: usize = 2;
-/// Claims waiting before callers wait to enqueue.
-const QUEUE_MAX: usize = 4096;
 
 /// One request's claim, as the claimers take it.
 pub struct Request {
@@ -46,66 +42,41 @@ pub struct Request {
     pub now: Timestamp,
 }
 
-pub struct Job {
-    request: Request,
-    done: oneshot::Sender<Result<Claim>>,
-}
-
-pub type Queue = mpsc::Sender<Job>;
+type Job = queue::Job<Request, Claim>;
+pub type Queue = queue::Queue<Request, Claim>;
 
 /// Starts the claimers; they stop when the queue's last sender is dropped.
 pub fn start(pool: Pool) -> Queue {
-    let (tx, rx) = mpsc::channel(QUEUE_MAX);
-    let rx = Arc::new(Mutex::new(rx));
+    let (tx, jobs) = queue::channel();
     for _ in 0..CLAIMERS {
-        tokio::spawn(claimer(pool.clone(), rx.clone()));
+        tokio::spawn(claimer(pool.clone(), jobs.clone()));
     }
     tx
 }
 
 pub async fn submit(queue: &Queue, request: Request) -> Result<Claim> {
-    let (done, outcome) = oneshot::channel();
-    queue.send(Job { request, done }).await.map_err(|_| Error::internal("the claimer stopped"))?;
-    outcome.await.map_err(|_| Error::internal("the claimer dropped a claim"))?
+    queue::submit(queue, request, "claimer").await
 }
 
-async fn claimer(pool: Pool, rx: Arc<Mutex<mpsc::Receiver<Job>>>) {
+async fn claimer(pool: Pool, jobs: queue::Jobs<Request, Claim>) {
     // Second requests for a key already in a group, kept for this claimer's next group.
     let mut deferred: Vec<Job> = Vec::new();
     loop {
         let mut group = std::mem::take(&mut deferred);
-        if group.is_empty() {
-            let mut rx = rx.lock().await;
-            match rx.recv().await {
-                Some(job) => group.push(job),
-                None => return,
-            }
-            take_waiting(&mut rx, &mut group);
-        } else if let Ok(mut rx) = rx.try_lock() {
-            // Not `lock`: the other claimer may hold the queue while it waits for new claims,
-            // and the deferred ones must not wait for those.
-            take_waiting(&mut rx, &mut group);
+        if !queue::gather(&jobs, &mut group, GROUP_MAX).await {
+            return;
         }
         let mut seen = HashSet::new();
         let (group, repeated): (Vec<Job>, Vec<Job>) =
-            group.into_iter().partition(|job| seen.insert((job.request.api_key_id.clone(), job.request.key.clone())));
+            group.into_iter().partition(|job| seen.insert((job.item.api_key_id.clone(), job.item.key.clone())));
         deferred = repeated;
         claim_group(&pool, group).await;
     }
 }
 
-fn take_waiting(rx: &mut mpsc::Receiver<Job>, group: &mut Vec<Job>) {
-    while group.len() < GROUP_MAX {
-        match rx.try_recv() {
-            Ok(job) => group.push(job),
-            Err(_) => break,
-        }
-    }
-}
-
 async fn claim_group(pool: &Pool, mut group: Vec<Job>) {
-    group.sort_by(|a, b| (&a.request.api_key_id, &a.request.key).cmp(&(&b.request.api_key_id, &b.request.key)));
-    let requests: Vec<&Request> = group.iter().map(|job| &job.request).collect();
+    group.sort_by(|a, b| (&a.item.api_key_id, &a.item.key).cmp(&(&b.item.api_key_id, &b.item.key)));
+    let requests: Vec<&Request> = group.iter().map(|job| &job.item).collect();
     match claim_together(pool, &requests).await {
         Ok(claims) => {
             for (job, claim) in group.into_iter().zip(claims) {
@@ -125,7 +96,7 @@ async fn claim_group(pool: &Pool, mut group: Vec<Job>) {
         }
         Err(err) => {
             tracing::debug!(%err, "a group claim failed; claiming its keys one by one");
-            let alone = join_all(group.iter().map(|job| async move { claim_together(pool, &[&job.request]).await })).await;
+            let alone = join_all(group.iter().map(|job| async move { claim_together(pool, &[&job.item]).await })).await;
             for (job, claim) in group.into_iter().zip(alone) {
                 let _ = job.done.send(claim.map(|mut claims| claims.pop().unwrap_or(Claim::InFlight)));
             }

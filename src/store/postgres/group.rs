@@ -11,12 +11,10 @@
 //! Durability is PostgreSQL's: the one COMMIT returns only once it is flushed (SPEC S3).
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
 use deadpool_postgres::Pool;
-use tokio::sync::{Mutex, mpsc, oneshot};
 
-use super::{commit_alone, db_err, pool_err, writes};
+use super::{commit_alone, db_err, pool_err, queue, writes};
 use crate::error::{Error, Result};
 use crate::store::sqlite::kind_str;
 use crate::store::{ObjectRecord, StoredReply, Write, WriteBatch, abandoned, claim_lost, reply_cache};
@@ -25,52 +23,33 @@ use crate::store::{ObjectRecord, StoredReply, Write, WriteBatch, abandoned, clai
 const GROUP_MAX: usize = 128;
 /// Committer tasks: while one waits for its flush, the next group is being written.
 const COMMITTERS: usize = 3;
-/// Batches waiting before callers wait to enqueue.
-const QUEUE_MAX: usize = 4096;
 
-pub struct Job {
-    batch: WriteBatch,
-    done: oneshot::Sender<Result<()>>,
-}
+type Job = queue::Job<WriteBatch, ()>;
+pub type Queue = queue::Queue<WriteBatch, ()>;
 
 /// Whether a batch can join a group: inserts, preconditions and its reply only.
 pub fn eligible(batch: &WriteBatch) -> bool {
     batch.writes.iter().all(|w| matches!(w, Write::Insert(_) | Write::Require { .. } | Write::SaveReply(_)))
 }
 
-pub type Queue = mpsc::Sender<Job>;
-
 /// Starts the committers; they stop when the queue's last sender is dropped.
 pub fn start(pool: Pool) -> Queue {
-    let (tx, rx) = mpsc::channel(QUEUE_MAX);
-    let rx = Arc::new(Mutex::new(rx));
+    let (tx, jobs) = queue::channel();
     for _ in 0..COMMITTERS {
-        tokio::spawn(committer(pool.clone(), rx.clone()));
+        tokio::spawn(committer(pool.clone(), jobs.clone()));
     }
     tx
 }
 
 pub async fn submit(queue: &Queue, batch: WriteBatch) -> Result<()> {
-    let (done, outcome) = oneshot::channel();
-    queue.send(Job { batch, done }).await.map_err(|_| Error::internal("the group committer stopped"))?;
-    outcome.await.map_err(|_| Error::internal("the group committer dropped a batch"))?
+    queue::submit(queue, batch, "group committer").await
 }
 
-async fn committer(pool: Pool, rx: Arc<Mutex<mpsc::Receiver<Job>>>) {
+async fn committer(pool: Pool, jobs: queue::Jobs<WriteBatch, ()>) {
     loop {
         let mut group = Vec::new();
-        {
-            let mut rx = rx.lock().await;
-            match rx.recv().await {
-                Some(job) => group.push(job),
-                None => return,
-            }
-            while group.len() < GROUP_MAX {
-                match rx.try_recv() {
-                    Ok(job) => group.push(job),
-                    Err(_) => break,
-                }
-            }
+        if !queue::gather(&jobs, &mut group, GROUP_MAX).await {
+            return;
         }
         commit_group(&pool, group).await;
     }
@@ -88,7 +67,7 @@ enum Written {
 async fn commit_group(pool: &Pool, group: Vec<Job>) {
     if group.len() == 1 {
         let job = group.into_iter().next().expect("one job");
-        let _ = job.done.send(commit_alone(pool, job.batch).await);
+        let _ = job.done.send(commit_alone(pool, job.item).await);
         return;
     }
     let mut outcomes: Vec<Option<Result<()>>> = (0..group.len()).map(|_| None).collect();
@@ -116,7 +95,7 @@ async fn commit_group(pool: &Pool, group: Vec<Job>) {
             (_, Some(refused)) => refused,
             (Written::Committed, None) => Ok(()),
             (Written::CommitFailed(_), None) => Err(commit_outcome_unknown()),
-            (Written::RolledBack(_), None) => commit_alone(pool, job.batch).await,
+            (Written::RolledBack(_), None) => commit_alone(pool, job.item).await,
         };
         let _ = job.done.send(result);
     }
@@ -135,24 +114,24 @@ async fn write_group(client: &mut deadpool_postgres::Object, group: &[Job], outc
     let (released, present) = tokio::join!(release_claims(client, group), lock_required(client, group));
     let (released, present) = (released?, present?);
     for (i, job) in group.iter().enumerate() {
-        if let Some(claim) = &job.batch.claim
+        if let Some(claim) = &job.item.claim
             && !released.contains(&(claim.api_key_id.as_str(), claim.key.as_str(), claim.nonce as i64))
         {
             outcomes[i] = Some(Err(claim_lost()));
-        } else if let Some(missing) = first_missing(&job.batch, &present) {
+        } else if let Some(missing) = first_missing(&job.item, &present) {
             outcomes[i] = Some(Err(missing));
         }
     }
     // Last, just before writing: from here on each request's answer is the commit's.
     for (job, outcome) in group.iter().zip(outcomes.iter_mut()) {
         if outcome.is_none()
-            && let Some(gate) = &job.batch.gate
+            && let Some(gate) = &job.item.gate
             && !gate.begin_commit()
         {
             *outcome = Some(Err(abandoned()));
         }
     }
-    let admitted: Vec<&WriteBatch> = group.iter().zip(outcomes.iter()).filter(|(_, o)| o.is_none()).map(|(job, _)| &job.batch).collect();
+    let admitted: Vec<&WriteBatch> = group.iter().zip(outcomes.iter()).filter(|(_, o)| o.is_none()).map(|(job, _)| &job.item).collect();
     let (objects, replies) = tokio::join!(insert_objects(client, &admitted), insert_replies(client, &admitted));
     objects?;
     replies
@@ -161,7 +140,7 @@ async fn write_group(client: &mut deadpool_postgres::Object, group: &[Job], outc
 type ReleasedClaim<'a> = (&'a str, &'a str, i64);
 
 async fn release_claims<'a>(client: &deadpool_postgres::Object, group: &'a [Job]) -> Result<HashSet<ReleasedClaim<'a>>> {
-    let claims: Vec<_> = group.iter().filter_map(|job| job.batch.claim.as_ref()).collect();
+    let claims: Vec<_> = group.iter().filter_map(|job| job.item.claim.as_ref()).collect();
     if claims.is_empty() {
         return Ok(HashSet::new());
     }
@@ -192,7 +171,7 @@ async fn release_claims<'a>(client: &deadpool_postgres::Object, group: &'a [Job]
 async fn lock_required(client: &deadpool_postgres::Object, group: &[Job]) -> Result<HashSet<(String, String, String, bool)>> {
     let required: Vec<(&String, &str, &String, bool)> = group
         .iter()
-        .flat_map(|job| job.batch.writes.iter())
+        .flat_map(|job| job.item.writes.iter())
         .filter_map(|w| match w {
             Write::Require { kind, scope, id, .. } => Some((id, *kind, &scope.organization_id, scope.live_mode)),
             _ => None,

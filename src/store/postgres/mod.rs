@@ -11,6 +11,7 @@ mod claims;
 mod group;
 mod key_watch;
 mod migrations;
+mod queue;
 mod writes;
 
 use std::str::FromStr;
