@@ -66,16 +66,25 @@ async fn claimer(pool: Pool, jobs: queue::Jobs<Request, Claim>) {
         if !queue::gather(&jobs, &mut group, GROUP_MAX).await {
             return;
         }
-        let mut seen = HashSet::new();
-        let (group, repeated): (Vec<Job>, Vec<Job>) =
-            group.into_iter().partition(|job| seen.insert((job.item.api_key_id.clone(), job.item.key.clone())));
-        deferred = repeated;
-        claim_group(&pool, group).await;
+        // Sorted (stable: repeats keep their order of arrival), then each key once.
+        group.sort_by(|a, b| key_of(a).cmp(&key_of(b)));
+        let mut distinct: Vec<Job> = Vec::with_capacity(group.len());
+        for job in group {
+            match distinct.last() {
+                Some(previous) if key_of(previous) == key_of(&job) => deferred.push(job),
+                _ => distinct.push(job),
+            }
+        }
+        claim_group(&pool, distinct).await;
     }
 }
 
+fn key_of(job: &Job) -> (&str, &str) {
+    (&job.item.api_key_id, &job.item.key)
+}
+
+/// Claims `group`'s keys (sorted, each once) and answers each request.
 async fn claim_group(pool: &Pool, mut group: Vec<Job>) {
-    group.sort_by(|a, b| (&a.item.api_key_id, &a.item.key).cmp(&(&b.item.api_key_id, &b.item.key)));
     let requests: Vec<&Request> = group.iter().map(|job| &job.item).collect();
     match claim_together(pool, &requests).await {
         Ok(claims) => {
@@ -133,8 +142,11 @@ const REPLIES_SQL: &str = "SELECT q.api_key_id, q.key, r.status, r.content_type,
      CROSS JOIN LATERAL (
        SELECT * FROM idempotency_replies r WHERE r.api_key_id = q.api_key_id AND r.key = q.key AND r.expires_at > q.now LIMIT 1) r";
 
-const RELEASE_SQL: &str = "DELETE FROM idempotency_claims c USING unnest($1::text[], $2::text[], $3::bigint[]) AS k(api_key_id, key, nonce)
-     WHERE c.api_key_id = k.api_key_id AND c.key = k.key AND c.nonce = k.nonce";
+/// Gives back the claims still held under these nonces; the rows say which were. Also how a
+/// group commit releases its claims (group.rs).
+pub const RELEASE_SQL: &str = "DELETE FROM idempotency_claims c USING unnest($1::text[], $2::text[], $3::bigint[]) AS k(api_key_id, key, nonce)
+     WHERE c.api_key_id = k.api_key_id AND c.key = k.key AND c.nonce = k.nonce
+     RETURNING c.api_key_id, c.key, c.nonce";
 
 /// Claims `requests` (distinct keys, sorted) with one pipelined round trip; the answers in order.
 async fn claim_together(pool: &Pool, requests: &[&Request]) -> Result<Vec<Claim>> {

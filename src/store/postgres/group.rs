@@ -14,7 +14,7 @@ use std::collections::HashSet;
 
 use deadpool_postgres::Pool;
 
-use super::{commit_alone, db_err, pool_err, queue, writes};
+use super::{claims, commit_alone, db_err, pool_err, queue, writes};
 use crate::error::{Error, Result};
 use crate::store::sqlite::kind_str;
 use crate::store::{ObjectRecord, StoredReply, Write, WriteBatch, abandoned, claim_lost, reply_cache};
@@ -148,11 +148,7 @@ async fn release_claims<'a>(client: &deadpool_postgres::Object, group: &'a [Job]
     let keys: Vec<&str> = claims.iter().map(|c| c.key.as_str()).collect();
     let nonces: Vec<i64> = claims.iter().map(|c| c.nonce as i64).collect();
     let statement = client
-        .prepare_cached(
-            "DELETE FROM idempotency_claims c USING unnest($1::text[], $2::text[], $3::bigint[]) AS k(api_key_id, key, nonce)
-             WHERE c.api_key_id = k.api_key_id AND c.key = k.key AND c.nonce = k.nonce
-             RETURNING c.api_key_id, c.key, c.nonce",
-        )
+        .prepare_cached(claims::RELEASE_SQL)
         .await
         .map_err(db_err)?;
     let rows = client.query(&statement, &[&ids, &keys, &nonces]).await.map_err(db_err)?;
