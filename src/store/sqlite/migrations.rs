@@ -1,21 +1,42 @@
 //! Embedded schema migrations, applied in order at start (SPEC S3).
 
-use rusqlite::Connection;
+use rusqlite::{Connection, Transaction};
 
-/// `(version, sql)`, oldest first. Never edit a released migration: add a new one.
-const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("migrations/0001_init.sql"))];
+/// A migration: SQL, or code where SQL cannot do it.
+enum Step {
+    Sql(&'static str),
+    Code(fn(&Transaction<'_>) -> anyhow::Result<()>),
+}
+
+/// `(version, step)`, oldest first. Never edit a released migration: add a new one.
+const MIGRATIONS: &[(i64, Step)] = &[
+    (1, Step::Sql(include_str!("migrations/0001_init.sql"))),
+    (2, Step::Code(replies_into_slots)),
+];
+
+/// Migration 2: stored replies get rowids derived from their keys (see `reply_slots`).
+fn replies_into_slots(tx: &Transaction<'_>) -> anyhow::Result<()> {
+    tx.execute_batch(include_str!("migrations/0002_replies_in_slots_begin.sql"))?;
+    let moved = super::reply_slots::move_into_slots(tx, "idempotency_replies_v1")?;
+    tx.execute_batch(include_str!("migrations/0002_replies_in_slots_end.sql"))?;
+    tracing::info!(moved, "moved stored replies into their key slots");
+    Ok(())
+}
 
 /// Applies every migration not yet applied, each in its own transaction.
 pub fn apply(conn: &mut Connection) -> anyhow::Result<()> {
     conn.execute_batch(
         "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
     )?;
-    for (version, sql) in MIGRATIONS {
+    for (version, step) in MIGRATIONS {
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let applied: bool =
             tx.query_row("SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = ?1)", [version], |r| r.get(0))?;
         if !applied {
-            tx.execute_batch(sql)?;
+            match step {
+                Step::Sql(sql) => tx.execute_batch(sql)?,
+                Step::Code(run) => run(&tx)?,
+            }
             tx.execute(
                 "INSERT INTO schema_migrations (version, applied_at) VALUES (?1, strftime('%s','now') * 1000000)",
                 [version],
@@ -25,4 +46,44 @@ pub fn apply(conn: &mut Connection) -> anyhow::Result<()> {
         tx.commit()?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn i3_replies_stored_before_migration_2_are_found_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = Connection::open(dir.path().join("m.db")).unwrap();
+        conn.execute_batch("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)").unwrap();
+        let Step::Sql(first) = MIGRATIONS[0].1 else { panic!("migration 1 is SQL") };
+        conn.execute_batch(first).unwrap();
+        conn.execute("INSERT INTO schema_migrations (version, applied_at) VALUES (1, 0)", []).unwrap();
+        for (api_key_id, key) in [("key_a", "k1"), ("key_a", "k2"), ("key_b", "k1")] {
+            conn.execute(
+                "INSERT INTO idempotency_replies (api_key_id, key, status, content_type, body, fingerprint, created_at, expires_at)
+                 VALUES (?1, ?2, 201, 'application/json', ?3, zeroblob(32), 1, 100)",
+                rusqlite::params![api_key_id, key, format!("{api_key_id}/{key}").into_bytes()],
+            )
+            .unwrap();
+        }
+        apply(&mut conn).unwrap();
+        apply(&mut conn).unwrap(); // a second start changes nothing
+        for (api_key_id, key) in [("key_a", "k1"), ("key_a", "k2"), ("key_b", "k1")] {
+            let first = super::super::reply_slots::window(api_key_id, key);
+            let body: Vec<u8> = conn
+                .query_row(
+                    super::super::reply_slots::LOOKUP_SQL,
+                    rusqlite::params![first, first + super::super::reply_slots::WINDOW - 1, api_key_id, key, 50],
+                    |row| row.get(2),
+                )
+                .unwrap();
+            assert_eq!(body, format!("{api_key_id}/{key}").into_bytes());
+        }
+        let tables: i64 = conn
+            .query_row("SELECT count(*) FROM sqlite_schema WHERE name IN ('idempotency_replies_v1', 'idempotency_replies_expiry')", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(tables, 1, "the old table is gone and the expiry index is back");
+    }
 }

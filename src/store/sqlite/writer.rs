@@ -11,7 +11,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use tokio::sync::oneshot;
 
-use super::{kind_str, row_err};
+use super::{kind_str, reply_slots, row_err};
 use crate::error::{Error, Result};
 use crate::store::{ObjectRecord, Write, WriteBatch, abandoned, backend_error};
 
@@ -210,34 +210,12 @@ fn apply(tx: &Transaction<'_>, write: &Write) -> Result<()> {
             if changed == 0 { Err(Error::not_found("api key")) } else { Ok(()) }
         }
         Write::PurgeReplies { keys, before } => {
-            let mut st = tx
-                .prepare_cached("DELETE FROM idempotency_replies WHERE api_key_id = ?1 AND key = ?2 AND expires_at <= ?3")
-                .map_err(row_err)?;
             for (api_key_id, key) in keys {
-                st.execute(params![api_key_id, key, before.as_micros()]).map_err(row_err)?;
+                reply_slots::delete_expired(tx, api_key_id, key, before.as_micros())?;
             }
             Ok(())
         }
-        Write::SaveReply(reply) => {
-            tx.prepare_cached(
-                "INSERT OR REPLACE INTO idempotency_replies (api_key_id, key, status, content_type, body, fingerprint, created_at, expires_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            )
-            .and_then(|mut st| {
-                st.execute(params![
-                    reply.api_key_id,
-                    reply.key,
-                    reply.status,
-                    reply.content_type,
-                    &reply.body[..],
-                    &reply.fingerprint[..],
-                    reply.created_at.as_micros(),
-                    reply.expires_at.as_micros(),
-                ])
-            })
-            .map_err(row_err)?;
-            Ok(())
-        }
+        Write::SaveReply(reply) => reply_slots::save(tx, reply),
     }
 }
 
