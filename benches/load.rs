@@ -658,7 +658,7 @@ impl Workload {
                 _ => Call::get("/api/counterparties?per_page=25"),
             },
             Scenario::ReplayScale => {
-                let key = format!("seed-{:07}", next_rand(rng) % fx.scale_keys.max(1));
+                let key = seed_key(next_rand(rng) % fx.scale_keys.max(1));
                 Call::post("/api/counterparties", r#"{"name":"bench replay"}"#.into(), Some(key)).replayed()
             }
         }
@@ -1291,23 +1291,46 @@ async fn pg_settings(url: &str) -> BoxResult<(String, String)> {
 // Idempotency lookups at scale: stored replies seeded directly into the store
 
 /// Inserts replies `seed-<from>` .. `seed-<to - 1>` for `api_key_id` straight into the table,
-/// with the body of a real reply. The server must be stopped (SQLite).
+/// with the body of a real reply, each in its key's slot (the server's own function places
+/// them), in rowid order. The server must be stopped (SQLite).
 fn sqlite_seed_replies(db: &Path, api_key_id: &str, body: &[u8], from: u64, to: u64) -> BoxResult<()> {
+    use payrail::store::sqlite::reply_slots;
     let err = |e: rusqlite::Error| format!("seeding replies: {e}");
+    let mut slots: Vec<(i64, u64)> = (from..to).map(|x| (reply_slots::window(api_key_id, &seed_key(x)), x)).collect();
+    slots.sort_unstable();
     let mut conn = rusqlite::Connection::open(db).map_err(err)?;
     conn.busy_timeout(Duration::from_secs(10)).map_err(err)?;
     let now = unix_micros();
     let tx = conn.transaction().map_err(err)?;
-    tx.execute(
-        "WITH RECURSIVE n(x) AS (SELECT ?5 UNION ALL SELECT x + 1 FROM n WHERE x + 1 < ?6)
-         INSERT INTO idempotency_replies (api_key_id, key, status, content_type, body, fingerprint, created_at, expires_at)
-         SELECT ?1, printf('seed-%07d', x), 201, 'application/json', ?2, zeroblob(32), ?3, ?4 FROM n",
-        rusqlite::params![api_key_id, body, now, now + 24 * 3600 * 1_000_000, from as i64, to as i64],
-    )
-    .map_err(err)?;
+    {
+        let mut st = tx
+            .prepare(
+                "INSERT INTO idempotency_replies (id, api_key_id, key, status, content_type, body, fingerprint, created_at, expires_at)
+                 VALUES (?1, ?2, ?3, 201, 'application/json', ?4, zeroblob(32), ?5, ?6)",
+            )
+            .map_err(err)?;
+        let mut last = None;
+        for (first, x) in slots {
+            // Keys sharing a window (about one in 2^39 pairs here) take its next slot.
+            let slot = match last {
+                Some(prev) if prev >= first => prev + 1,
+                _ => first,
+            };
+            if slot >= first + reply_slots::WINDOW {
+                return Err(format!("seeding replies: the window of {} is full", seed_key(x)));
+            }
+            st.execute(rusqlite::params![slot, api_key_id, seed_key(x), body, now, now + 24 * 3600 * 1_000_000]).map_err(err)?;
+            last = Some(slot);
+        }
+    }
     tx.commit().map_err(err)?;
     conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())).map_err(err)?;
     Ok(())
+}
+
+/// The idempotency key of seeded reply `x` (as the replay_10k / replay_1m requests send it).
+fn seed_key(x: u64) -> String {
+    format!("seed-{x:07}")
 }
 
 async fn pg_seed_replies(url: &str, api_key_id: &str, body: &[u8], from: u64, to: u64) -> BoxResult<()> {
@@ -1352,48 +1375,83 @@ struct ScaleOutcome {
     note: String,
 }
 
-/// Replays random keys among 10,000 stored replies, then among 1,000,000 (full mode only), each
-/// time on a freshly started server over a fresh store holding nothing else.
-async fn scale_check(plan: &Plan, root: &Path, store: &Store, body: &Bytes) -> BoxResult<ScaleOutcome> {
-    let dir = root.join("scale");
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let (key_id, secret) = create_key(&dir, store)?;
-    let conns = plan.concurrencies(Scenario::ReplayScale);
+/// Rounds of replay_10k and replay_1m, alternating, each a share of the run's duration (as
+/// ping and its ceiling: one size measured minutes after the other could differ by 40 % on
+/// this machine with nothing changed).
+const SCALE_ROUNDS: u32 = 4;
+
+/// The stores of the two sizes (on PostgreSQL, two fresh databases; on SQLite, two directories).
+struct ScaleStores {
+    small: Store,
+    large: Store,
+}
+
+/// One size of the scale check: its own store holding only its stored replies, its own server.
+struct ScaleSide {
+    size: u64,
+    server: ServerProcess,
+    target: Arc<Target>,
+    fixture: Arc<Fixture>,
+}
+
+impl ScaleSide {
+    async fn start(dir: &Path, store: &Store, size: u64, body: &Bytes) -> BoxResult<Self> {
+        std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+        let (key_id, secret) = create_key(dir, store)?;
+        let t0 = Instant::now();
+        seed_replies(store, dir, &key_id, body, 0, size).await?;
+        eprintln!("bench: seeded {size} stored replies directly in {:.1} s", t0.elapsed().as_secs_f64());
+        let mut server = ServerProcess::start(dir, store, &format!("server-scale-{size}.log"))?;
+        let target = server.ready(&secret).await?;
+        let fixture = Arc::new(Fixture { scale_keys: size, ..Fixture::default() });
+        Ok(ScaleSide { size, server, target, fixture })
+    }
+
+    fn scenario(&self) -> &'static str {
+        if self.size == SCALE_SMALL { "replay_10k" } else { "replay_1m" }
+    }
+}
+
+/// Replays random keys among 10,000 stored replies and among 1,000,000 (full mode only), each
+/// size on its own fresh store and server, both servers up at once and measured in alternating
+/// rounds.
+async fn scale_check(plan: &Plan, root: &Path, stores: &ScaleStores, body: &Bytes) -> BoxResult<ScaleOutcome> {
     let mut outcome = ScaleOutcome { runs: vec![], rps_small: None, rps_large: None, rss_large_mb: None, note: String::new() };
-    let mut sizes = vec![SCALE_SMALL];
+    let mut sides = vec![ScaleSide::start(&root.join("scale-10k"), &stores.small, SCALE_SMALL, body).await?];
     if plan.opts.quick {
         outcome.note = "quick mode: the 1,000,000-reply check is skipped (run the full mode)".into();
         eprintln!("bench: NOTE {}", outcome.note);
     } else {
-        sizes.push(SCALE_LARGE);
+        sides.push(ScaleSide::start(&root.join("scale-1m"), &stores.large, SCALE_LARGE, body).await?);
     }
-    let mut seeded = 0;
-    for size in sizes {
-        let t0 = Instant::now();
-        seed_replies(store, &dir, &key_id, body, seeded, size).await?;
-        eprintln!("bench: seeded stored replies {seeded}..{size} directly in {:.1} s", t0.elapsed().as_secs_f64());
-        seeded = size;
-        let mut server = ServerProcess::start(&dir, store, &format!("server-scale-{size}.log"))?;
-        let target = server.ready(&secret).await?;
-        let fixture = Arc::new(Fixture { scale_keys: size, ..Fixture::default() });
-        for &c in &conns {
-            let cpu = CpuMeter::start(server.pid());
-            let mut run = run_http(&target, Scenario::ReplayScale, &fixture, c, plan).await;
-            cpu.finish(&mut run);
-            run.scenario = if size == SCALE_SMALL { "replay_10k" } else { "replay_1m" };
-            run.rss_mb = server.rss_mb();
-            report_progress(&run);
+    let conns = plan.concurrencies(Scenario::ReplayScale);
+    let round_plan = Plan { opts: Options { duration: plan.opts.duration / SCALE_ROUNDS, ..plan.opts.clone() }, ..plan.clone() };
+    for &c in &conns {
+        let mut totals: Vec<RunResult> = sides.iter().map(|side| RunResult::empty(side.scenario(), c)).collect();
+        for _ in 0..SCALE_ROUNDS {
+            for (side, total) in sides.iter().zip(&mut totals) {
+                let cpu = CpuMeter::start(side.server.pid());
+                let mut run = run_http(&side.target, Scenario::ReplayScale, &side.fixture, c, &round_plan).await;
+                cpu.finish(&mut run);
+                run.rss_mb = side.server.rss_mb();
+                total.absorb(run);
+            }
+        }
+        for (side, total) in sides.iter().zip(totals) {
+            report_progress(&total);
             if c == *conns.iter().max().unwrap_or(&c) {
-                if size == SCALE_SMALL {
-                    outcome.rps_small = Some(run.rps());
+                if side.size == SCALE_SMALL {
+                    outcome.rps_small = Some(total.rps());
                 } else {
-                    outcome.rps_large = Some(run.rps());
-                    outcome.rss_large_mb = server.peak_rss_mb();
+                    outcome.rps_large = Some(total.rps());
+                    outcome.rss_large_mb = side.server.peak_rss_mb();
                 }
             }
-            outcome.runs.push(run);
+            outcome.runs.push(total);
         }
-        server.stop();
+    }
+    for side in &mut sides {
+        side.server.stop();
     }
     Ok(outcome)
 }
@@ -1679,18 +1737,21 @@ async fn run(plan: Plan) -> BoxResult<Value> {
     }
     let root = tempfile::Builder::new().prefix("payrail-bench-").tempdir().map_err(|e| e.to_string())?;
     let mut created_dbs = vec![];
-    let (store, scale_store) = match &plan.opts.database_url {
-        None => (Store::Sqlite, Store::Sqlite),
+    let (store, scale) = match &plan.opts.database_url {
+        None => (Store::Sqlite, ScaleStores { small: Store::Sqlite, large: Store::Sqlite }),
         Some(admin) => {
             let base = format!("payrail_bench_{}_{}", std::process::id(), unix_micros());
-            let main_url = pg_create_database(admin, &base).await?;
-            created_dbs.push(base.clone());
-            let scale_url = pg_create_database(admin, &format!("{base}_scale")).await?;
-            created_dbs.push(format!("{base}_scale"));
-            (Store::Postgres { url: main_url }, Store::Postgres { url: scale_url })
+            let mut create = async |name: String| -> BoxResult<Store> {
+                let url = pg_create_database(admin, &name).await?;
+                created_dbs.push(name);
+                Ok(Store::Postgres { url })
+            };
+            let main = create(base.clone()).await?;
+            let scale = ScaleStores { small: create(format!("{base}_scale_10k")).await?, large: create(format!("{base}_scale_1m")).await? };
+            (main, scale)
         }
     };
-    let outcome = run_stores(&plan, root.path(), &store, &scale_store, machine, started).await;
+    let outcome = run_stores(&plan, root.path(), &store, &scale, machine, started).await;
     if let Some(admin) = &plan.opts.database_url {
         for db in &created_dbs {
             pg_drop_database(admin, db).await;
@@ -1699,11 +1760,11 @@ async fn run(plan: Plan) -> BoxResult<Value> {
     outcome
 }
 
-async fn run_stores(plan: &Plan, root: &Path, store: &Store, scale_store: &Store, machine: Value, started: Instant) -> BoxResult<Value> {
+async fn run_stores(plan: &Plan, root: &Path, store: &Store, scale_stores: &ScaleStores, machine: Value, started: Instant) -> BoxResult<Value> {
     eprintln!("bench: server {} on {}, data in {}", server_bin().display(), store.name(), root.display());
     let main = main_scenarios(plan, root, store).await?;
     let scale = if plan.selected(Scenario::ReplayScale) {
-        Some(scale_check(plan, root, scale_store, &main.replay_body).await?)
+        Some(scale_check(plan, root, scale_stores, &main.replay_body).await?)
     } else {
         None
     };
