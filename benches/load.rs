@@ -1280,11 +1280,14 @@ fn sqlite_journal_mode(db: &Path) -> BoxResult<String> {
     conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)).map_err(|e| e.to_string())
 }
 
-async fn pg_settings(url: &str) -> BoxResult<(String, String)> {
+/// synchronous_commit, fsync and shared_buffers (the last only reported: it decides whether a
+/// million stored replies stay in PostgreSQL's cache).
+async fn pg_settings(url: &str) -> BoxResult<(String, String, String)> {
     let client = pg_connect(url).await?;
-    let sync: String = client.query_one("SHOW synchronous_commit", &[]).await.map_err(|e| e.to_string())?.get(0);
-    let fsync: String = client.query_one("SHOW fsync", &[]).await.map_err(|e| e.to_string())?.get(0);
-    Ok((sync, fsync))
+    let show = async |name: &str| -> BoxResult<String> {
+        Ok(client.query_one(&format!("SHOW {name}"), &[]).await.map_err(|e| e.to_string())?.get(0))
+    };
+    Ok((show("synchronous_commit").await?, show("fsync").await?, show("shared_buffers").await?))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1664,10 +1667,11 @@ async fn durability(store: &Store, main: &MainRun) -> Durability {
             durable &= wal;
         }
         Store::Postgres { url } => match pg_settings(url).await {
-            Ok((sync, fsync)) => {
+            Ok((sync, fsync, shared_buffers)) => {
                 durable &= sync == "on" && fsync == "on";
                 checks["pg_synchronous_commit"] = json!(sync);
                 checks["pg_fsync"] = json!(fsync);
+                checks["pg_shared_buffers"] = json!(shared_buffers);
             }
             Err(e) => {
                 durable = false;
