@@ -32,9 +32,9 @@ use crate::error::{Error, Result};
 
 /// Read connections kept open.
 const READERS: usize = 8;
-/// Each reader's page cache, in KiB (an upper bound; it grows only as pages are used). Enough
-/// for the interior pages of the stored replies' key index and table at a million replies
-/// (about 700 pages), so that a lookup reads only its two leaves from the OS.
+/// Each reader's page cache, in KiB (an upper bound; it grows only as pages are used). Holds
+/// the interior pages of the stored replies' table at a million replies (a few hundred pages of
+/// rowids; see `reply_slots`) with room to spare, so that a replay reads at most its leaf.
 const READER_CACHE_KIB: i64 = 8 * 1024;
 /// Batches that may wait for the writer before callers wait to enqueue.
 const WRITE_QUEUE_MAX: usize = 4096;

@@ -198,6 +198,15 @@ mod tests {
         assert_eq!(rows, 2, "a replaced reply leaves no second row");
     }
 
+    fn put_stranger(tx: &Transaction<'_>, slot: i64) {
+        tx.execute(
+            "INSERT INTO idempotency_replies (id, api_key_id, key, status, content_type, body, fingerprint, created_at, expires_at)
+             VALUES (?1, 'key_z', ?2, 201, 'application/json', x'7b7d', x'00', 0, 9)",
+            params![slot, format!("stranger-{slot}")],
+        )
+        .unwrap();
+    }
+
     #[test]
     fn i3_keys_sharing_a_window_take_the_next_slot_and_a_full_window_fails_without_overwriting() {
         let (_dir, mut conn) = db();
@@ -205,33 +214,19 @@ mod tests {
         let tx = conn.transaction().unwrap();
         // Strangers in the key's window (as keys with colliding digests would be).
         for slot in first..first + 3 {
-            tx.execute(
-                "INSERT INTO idempotency_replies (id, api_key_id, key, status, content_type, body, fingerprint, created_at, expires_at)
-                 VALUES (?1, 'key_z', ?2, 201, 'application/json', x'7b7d', x'00', 0, 9)",
-                params![slot, format!("stranger-{slot}")],
-            )
-            .unwrap();
+            put_stranger(&tx, slot);
         }
         save(&tx, &reply("key_a", "k1", "mine")).unwrap();
         assert_eq!(slot_for_save(&tx, "key_a", "k1").unwrap(), first + 3, "its own row is reused");
         save(&tx, &reply("key_a", "k1", "mine again")).unwrap();
         for slot in first + 4..first + WINDOW {
-            tx.execute(
-                "INSERT INTO idempotency_replies (id, api_key_id, key, status, content_type, body, fingerprint, created_at, expires_at)
-                 VALUES (?1, 'key_z', ?2, 201, 'application/json', x'7b7d', x'00', 0, 9)",
-                params![slot, format!("stranger-{slot}")],
-            )
-            .unwrap();
+            put_stranger(&tx, slot);
         }
         save(&tx, &reply("key_a", "k1", "still mine")).expect("its own slot is still its own in a full window");
+        assert_eq!(body_of(&tx, "key_a", "k1").as_deref(), Some("still mine"));
         // Its slot taken by a stranger too: nowhere left.
         tx.execute("DELETE FROM idempotency_replies WHERE api_key_id = 'key_a'", []).unwrap();
-        tx.execute(
-            "INSERT INTO idempotency_replies (id, api_key_id, key, status, content_type, body, fingerprint, created_at, expires_at)
-             VALUES (?1, 'key_z', 'stranger-last', 201, 'application/json', x'7b7d', x'00', 0, 9)",
-            params![first + 3],
-        )
-        .unwrap();
+        put_stranger(&tx, first + 3);
         let err = save(&tx, &reply("key_a", "k1", "no room")).expect_err("a full window refuses");
         assert!(err.to_string().contains("taken"), "{err}");
         let strangers: i64 = tx
