@@ -1294,37 +1294,31 @@ async fn pg_settings(url: &str) -> BoxResult<(String, String, String)> {
 // Idempotency lookups at scale: stored replies seeded directly into the store
 
 /// Inserts replies `seed-<from>` .. `seed-<to - 1>` for `api_key_id` straight into the table,
-/// with the body of a real reply, each in its key's slot (the server's own function places
-/// them), in rowid order. The server must be stopped (SQLite).
+/// with the body of a real reply, saved by the server's own `reply_slots::save` (in rowid
+/// order, so the table is written front to back). The server must be stopped (SQLite).
 fn sqlite_seed_replies(db: &Path, api_key_id: &str, body: &[u8], from: u64, to: u64) -> BoxResult<()> {
-    use payrail::store::sqlite::reply_slots;
+    use payrail::domain::time::Timestamp;
+    use payrail::store::{StoredReply, sqlite::reply_slots};
     let err = |e: rusqlite::Error| format!("seeding replies: {e}");
-    let mut slots: Vec<(i64, u64)> = (from..to).map(|x| (reply_slots::window(api_key_id, &seed_key(x)), x)).collect();
-    slots.sort_unstable();
+    let mut keys: Vec<(i64, u64)> = (from..to).map(|x| (reply_slots::window(api_key_id, &seed_key(x)), x)).collect();
+    keys.sort_unstable();
     let mut conn = rusqlite::Connection::open(db).map_err(err)?;
     conn.busy_timeout(Duration::from_secs(10)).map_err(err)?;
     let now = unix_micros();
     let tx = conn.transaction().map_err(err)?;
-    {
-        let mut st = tx
-            .prepare(
-                "INSERT INTO idempotency_replies (id, api_key_id, key, status, content_type, body, fingerprint, created_at, expires_at)
-                 VALUES (?1, ?2, ?3, 201, 'application/json', ?4, zeroblob(32), ?5, ?6)",
-            )
-            .map_err(err)?;
-        let mut last = None;
-        for (first, x) in slots {
-            // Keys sharing a window (about one in 2^39 pairs here) take its next slot.
-            let slot = match last {
-                Some(prev) if prev >= first => prev + 1,
-                _ => first,
-            };
-            if slot >= first + reply_slots::WINDOW {
-                return Err(format!("seeding replies: the window of {} is full", seed_key(x)));
-            }
-            st.execute(rusqlite::params![slot, api_key_id, seed_key(x), body, now, now + 24 * 3600 * 1_000_000]).map_err(err)?;
-            last = Some(slot);
-        }
+    let body = Bytes::copy_from_slice(body);
+    for (_, x) in keys {
+        let reply = StoredReply {
+            api_key_id: api_key_id.to_owned(),
+            key: seed_key(x),
+            status: 201,
+            content_type: "application/json".into(),
+            body: body.clone(),
+            fingerprint: [0; 32],
+            created_at: Timestamp::from_micros(now),
+            expires_at: Timestamp::from_micros(now + 24 * 3600 * 1_000_000),
+        };
+        reply_slots::save(&tx, &reply).map_err(|e| format!("seeding replies: {e}"))?;
     }
     tx.commit().map_err(err)?;
     conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())).map_err(err)?;
