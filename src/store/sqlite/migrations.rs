@@ -71,14 +71,10 @@ mod tests {
         apply(&mut conn).unwrap();
         apply(&mut conn).unwrap(); // a second start changes nothing
         for (api_key_id, key) in [("key_a", "k1"), ("key_a", "k2"), ("key_b", "k1")] {
-            let first = super::super::reply_slots::window(api_key_id, key);
-            let body: Vec<u8> = conn
-                .query_row(
-                    super::super::reply_slots::LOOKUP_SQL,
-                    rusqlite::params![first, first + super::super::reply_slots::WINDOW - 1, api_key_id, key, 50],
-                    |row| row.get(2),
-                )
-                .unwrap();
+            let reply = super::super::reply_slots::find(&conn, api_key_id, key, crate::domain::time::Timestamp::from_micros(50))
+                .unwrap()
+                .expect("the reply moved into its slot");
+            let body = reply.body.to_vec();
             assert_eq!(body, format!("{api_key_id}/{key}").into_bytes());
         }
         let tables: i64 = conn

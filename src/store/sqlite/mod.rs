@@ -17,7 +17,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 
 use async_trait::async_trait;
-use bytes::Bytes;
 use rand::RngCore;
 use rusqlite::types::Value;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params, params_from_iter};
@@ -145,24 +144,7 @@ impl SqliteStore {
     }
 
     fn reply(&self, api_key_id: &str, key: &str, now: Timestamp) -> Result<Option<StoredReply>> {
-        self.read(|conn| {
-            let first = reply_slots::window(api_key_id, key);
-            conn.prepare_cached(reply_slots::LOOKUP_SQL)?
-            .query_row(params![first, first + reply_slots::WINDOW - 1, api_key_id, key, now.as_micros()], |row| {
-                let fingerprint: Vec<u8> = row.get(3)?;
-                Ok(StoredReply {
-                    api_key_id: api_key_id.to_owned(),
-                    key: key.to_owned(),
-                    status: row.get(0)?,
-                    content_type: row.get(1)?,
-                    body: Bytes::from(row.get::<_, Vec<u8>>(2)?),
-                    fingerprint: fingerprint.try_into().unwrap_or([0; 32]),
-                    created_at: Timestamp::from_micros(row.get(4)?),
-                    expires_at: Timestamp::from_micros(row.get(5)?),
-                })
-            })
-            .optional()
-        })
+        self.read(|conn| reply_slots::find(conn, api_key_id, key, now))
     }
 }
 

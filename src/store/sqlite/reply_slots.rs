@@ -14,9 +14,10 @@
 //! happened the save fails (and with it the whole write batch: nothing is created without its
 //! reply), rather than overwrite another key's reply.
 
-use rusqlite::{Transaction, params};
+use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
 use sha2::{Digest, Sha256};
 
+use crate::domain::time::Timestamp;
 use crate::error::{Error, Result};
 use crate::store::StoredReply;
 
@@ -89,9 +90,34 @@ pub fn delete_expired(tx: &Transaction<'_>, api_key_id: &str, key: &str, before:
     Ok(())
 }
 
-/// The SQL of a lookup: ?1 and ?2 the window, ?3 and ?4 the key, ?5 now (micros).
-pub const LOOKUP_SQL: &str = "SELECT status, content_type, body, fingerprint, created_at, expires_at FROM idempotency_replies
-     WHERE id BETWEEN ?1 AND ?2 AND api_key_id = ?3 AND key = ?4 AND expires_at > ?5";
+/// The key's reply, if it has one that expires after `now`.
+pub fn find(conn: &Connection, api_key_id: &str, key: &str, now: Timestamp) -> rusqlite::Result<Option<StoredReply>> {
+    let first = window(api_key_id, key);
+    conn.prepare_cached(
+        "SELECT status, content_type, body, fingerprint, created_at, expires_at FROM idempotency_replies
+         WHERE id BETWEEN ?1 AND ?2 AND api_key_id = ?3 AND key = ?4 AND expires_at > ?5",
+    )?
+    .query_row(params![first, first + WINDOW - 1, api_key_id, key, now.as_micros()], |row| {
+        reply_from_row(api_key_id.to_owned(), key.to_owned(), row, 0)
+    })
+    .optional()
+}
+
+/// A reply from six columns from `at` on: status, content_type, body, fingerprint, created_at,
+/// expires_at.
+fn reply_from_row(api_key_id: String, key: String, row: &Row<'_>, at: usize) -> rusqlite::Result<StoredReply> {
+    let fingerprint: Vec<u8> = row.get(at + 3)?;
+    Ok(StoredReply {
+        api_key_id,
+        key,
+        status: row.get(at)?,
+        content_type: row.get(at + 1)?,
+        body: row.get::<_, Vec<u8>>(at + 2)?.into(),
+        fingerprint: fingerprint.try_into().unwrap_or([0; 32]),
+        created_at: Timestamp::from_micros(row.get(at + 4)?),
+        expires_at: Timestamp::from_micros(row.get(at + 5)?),
+    })
+}
 
 /// Moves the replies of a table keyed by (api_key_id, key) into slots of `idempotency_replies`
 /// (migration 2).
@@ -104,16 +130,8 @@ pub fn move_into_slots(tx: &Transaction<'_>, from_table: &str) -> Result<usize> 
     let mut rows = st.query([]).map_err(super::row_err)?;
     let mut moved = 0;
     while let Some(row) = rows.next().map_err(super::row_err)? {
-        let reply = StoredReply {
-            api_key_id: row.get(0).map_err(super::row_err)?,
-            key: row.get(1).map_err(super::row_err)?,
-            status: row.get(2).map_err(super::row_err)?,
-            content_type: row.get(3).map_err(super::row_err)?,
-            body: row.get::<_, Vec<u8>>(4).map_err(super::row_err)?.into(),
-            fingerprint: row.get::<_, Vec<u8>>(5).map_err(super::row_err)?.try_into().unwrap_or([0; 32]),
-            created_at: crate::domain::time::Timestamp::from_micros(row.get(6).map_err(super::row_err)?),
-            expires_at: crate::domain::time::Timestamp::from_micros(row.get(7).map_err(super::row_err)?),
-        };
+        let reply = reply_from_row(row.get(0).map_err(super::row_err)?, row.get(1).map_err(super::row_err)?, row, 2)
+            .map_err(super::row_err)?;
         save(tx, &reply)?;
         moved += 1;
     }
@@ -137,8 +155,6 @@ pub fn has_row(tx: &rusqlite::Connection, api_key_id: &str, key: &str) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::time::Timestamp;
-    use rusqlite::Connection;
 
     fn db() -> (tempfile::TempDir, Connection) {
         let dir = tempfile::tempdir().unwrap();
@@ -161,10 +177,8 @@ mod tests {
     }
 
     fn body_of(conn: &Connection, api_key_id: &str, key: &str) -> Option<String> {
-        let first = window(api_key_id, key);
-        conn.query_row(LOOKUP_SQL, params![first, first + WINDOW - 1, api_key_id, key, 0], |row| row.get::<_, Vec<u8>>(2))
-            .ok()
-            .map(|b| String::from_utf8(b).unwrap())
+        let reply = find(conn, api_key_id, key, Timestamp::from_micros(0)).unwrap()?;
+        Some(String::from_utf8(reply.body.to_vec()).unwrap())
     }
 
     #[test]
