@@ -10,13 +10,13 @@ use payrail::config::{self, Config, TlsSource};
 use payrail::domain::api_key::{ApiKey, Mode};
 use payrail::domain::keys;
 use payrail::domain::time::SystemClock;
+use serde_json::json;
 
 /// mimalloc rather than glibc's allocator: a request allocates a few dozen small short-lived
 /// objects, and glibc's malloc/free were ~10 % of a ping's CPU. Measured with the benchmark:
 /// server CPU per ping -10 %, per create -12 % (SQLite and PostgreSQL); peak RSS ~20 MB higher.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-use serde_json::json;
 
 #[derive(Parser)]
 #[command(name = "payrail", version, about = "Self-hostable payments API server (Modern Treasury wire format)")]
