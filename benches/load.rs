@@ -225,6 +225,11 @@ struct RunResult {
     /// this process (the load generator, plus the http_ceiling server in its runs).
     server_cpu_cores: Option<f64>,
     bench_cpu_cores: Option<f64>,
+    /// The server's CPU per thread name, in cores (its runtime's workers together, SQLite's
+    /// writer and checkpointer): shows which thread a run waits on.
+    server_threads: BTreeMap<String, f64>,
+    /// Bytes the server caused to be written to storage (`write_bytes` of /proc/PID/io).
+    server_disk_bytes: Option<u64>,
     /// Connections or writers actually used, where that differs from `connections` (the SQLite
     /// commit ceiling is paired with each create run but always uses one writer).
     writers: Option<usize>,
@@ -244,6 +249,8 @@ impl RunResult {
             rss_mb: None,
             server_cpu_cores: None,
             bench_cpu_cores: None,
+            server_threads: BTreeMap::new(),
+            server_disk_bytes: None,
             writers: None,
         }
     }
@@ -268,6 +275,16 @@ impl RunResult {
         };
         self.server_cpu_cores = weighted(self.server_cpu_cores, self.elapsed_s, round.server_cpu_cores, round.elapsed_s);
         self.bench_cpu_cores = weighted(self.bench_cpu_cores, self.elapsed_s, round.bench_cpu_cores, round.elapsed_s);
+        for (name, cores) in round.server_threads {
+            let mine = self.server_threads.get(&name).copied();
+            if let Some(merged) = weighted(mine, self.elapsed_s, Some(cores), round.elapsed_s) {
+                self.server_threads.insert(name, merged);
+            }
+        }
+        self.server_disk_bytes = match (self.server_disk_bytes, round.server_disk_bytes) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
         self.ok += round.ok;
         self.errors += round.errors;
         self.reconnects += round.reconnects;
@@ -307,6 +324,13 @@ impl RunResult {
         }
         if let Some(cores) = self.bench_cpu_cores {
             v["bench_cpu_cores"] = json!(r3(cores));
+        }
+        if !self.server_threads.is_empty() {
+            let threads: serde_json::Map<String, Value> = self.server_threads.iter().map(|(name, cores)| (name.clone(), json!(r3(*cores)))).collect();
+            v["server_threads_cores"] = Value::Object(threads);
+        }
+        if let Some(bytes) = self.server_disk_bytes {
+            v["server_disk_kb_per_req"] = json!(r1(bytes as f64 / 1024.0 / (self.ok.max(1) as f64)));
         }
         if let Some(writers) = self.writers {
             v["writers"] = json!(writers);
@@ -984,22 +1008,67 @@ fn cpu_seconds(pid: &str) -> Option<f64> {
     Some(ticks as f64 / 100.0)
 }
 
-/// Measures the CPU the server (if any) and this process use over a run.
+/// CPU seconds so far of each of a process's threads, summed per thread name.
+fn thread_cpu_seconds(pid: u32) -> BTreeMap<String, f64> {
+    let mut per_name = BTreeMap::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return per_name };
+    for task in tasks.flatten() {
+        let tid = task.file_name().to_string_lossy().into_owned();
+        let Ok(comm) = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")) else { continue };
+        if let Some(seconds) = cpu_seconds(&format!("{pid}/task/{tid}")) {
+            *per_name.entry(comm.trim().to_owned()).or_insert(0.0) += seconds;
+        }
+    }
+    per_name
+}
+
+/// Bytes a process has caused to be written to storage so far (page cache writes included).
+fn disk_write_bytes(pid: u32) -> Option<u64> {
+    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).ok()?;
+    io.lines().find_map(|line| line.strip_prefix("write_bytes:")).and_then(|v| v.trim().parse().ok())
+}
+
+/// Measures the CPU the server (if any) and this process use over a run, and what the server
+/// writes to storage.
 struct CpuMeter {
-    server: Option<(u32, f64)>,
+    server: Option<ServerSample>,
     bench: Option<f64>,
     wall: Instant,
 }
 
+struct ServerSample {
+    pid: u32,
+    cpu: f64,
+    threads: BTreeMap<String, f64>,
+    disk: Option<u64>,
+}
+
+impl ServerSample {
+    fn take(pid: u32) -> Option<Self> {
+        let cpu = cpu_seconds(&pid.to_string())?;
+        Some(ServerSample { pid, cpu, threads: thread_cpu_seconds(pid), disk: disk_write_bytes(pid) })
+    }
+}
+
 impl CpuMeter {
     fn start(server_pid: Option<u32>) -> Self {
-        let server = server_pid.and_then(|pid| cpu_seconds(&pid.to_string()).map(|s| (pid, s)));
-        CpuMeter { server, bench: cpu_seconds("self"), wall: Instant::now() }
+        CpuMeter { server: server_pid.and_then(ServerSample::take), bench: cpu_seconds("self"), wall: Instant::now() }
     }
 
     fn finish(self, run: &mut RunResult) {
         let wall = self.wall.elapsed().as_secs_f64().max(1e-9);
-        run.server_cpu_cores = self.server.and_then(|(pid, s0)| cpu_seconds(&pid.to_string()).map(|s1| (s1 - s0) / wall));
+        if let Some(before) = self.server
+            && let Some(after) = ServerSample::take(before.pid)
+        {
+            run.server_cpu_cores = Some((after.cpu - before.cpu) / wall);
+            // A thread that started during the run counts from zero; one that ended is lost.
+            run.server_threads = after
+                .threads
+                .iter()
+                .map(|(name, s1)| (name.clone(), (s1 - before.threads.get(name).copied().unwrap_or(0.0)) / wall))
+                .collect();
+            run.server_disk_bytes = before.disk.zip(after.disk).map(|(d0, d1)| d1.saturating_sub(d0));
+        }
         run.bench_cpu_cores = self.bench.and_then(|s0| cpu_seconds("self").map(|s1| (s1 - s0) / wall));
     }
 }
