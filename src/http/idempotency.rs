@@ -285,15 +285,22 @@ async fn run_gated(state: AppState, request: Request, next: Next, claim: Option<
     let gate = Arc::new(CommitGate::default());
     let abandon_on_drop = AbandonOnDrop(gate.clone());
     let timeout = Duration::from_millis(state.config.request_timeout_ms);
+    let (store, held) = (state.store.clone(), claim.clone());
     let mut task = tokio::spawn(execute(state, request, next, claim, gate.clone()));
     let response = match tokio::time::timeout(timeout, &mut task).await {
         Ok(joined) => joined.unwrap_or_else(|_| Error::internal("handler panicked").into_response()),
         // Too late to abandon: the work is committing, so its answer is the truth.
         Err(_) if !gate.abandon() => task.await.unwrap_or_else(|_| Error::internal("handler panicked").into_response()),
-        // Abandoned before committing: stop the work now, which frees its key (I5) and drops
-        // the request body so the connection can close.
+        // Abandoned before committing: stop the work now and drop the request body so the
+        // connection can close. The key is freed before the 503 leaves, as after any other
+        // failure, so the client's immediate retry executes afresh (I5) instead of meeting
+        // its own dead request's claim (I6). Freeing it twice is harmless: release is by token.
         Err(_) => {
             task.abort();
+            let _ = (&mut task).await;
+            if let Some(token) = &held {
+                store.release(token).await;
+            }
             timed_out().into_response()
         }
     };
