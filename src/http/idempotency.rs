@@ -287,25 +287,33 @@ async fn run_gated(state: AppState, request: Request, next: Next, claim: Option<
     let timeout = Duration::from_millis(state.config.request_timeout_ms);
     let (store, held) = (state.store.clone(), claim.clone());
     let mut task = tokio::spawn(execute(state, request, next, claim, gate.clone()));
-    let response = match tokio::time::timeout(timeout, &mut task).await {
-        Ok(joined) => joined.unwrap_or_else(|_| Error::internal("handler panicked").into_response()),
+    let answer = match tokio::time::timeout(timeout, &mut task).await {
+        Ok(joined) => joined.map_err(|_| Error::internal("handler panicked")),
         // Too late to abandon: the work is committing, so its answer is the truth.
-        Err(_) if !gate.abandon() => task.await.unwrap_or_else(|_| Error::internal("handler panicked").into_response()),
+        Err(_) if !gate.abandon() => task.await.map_err(|_| Error::internal("handler panicked")),
         // Abandoned before committing: stop the work now and drop the request body so the
-        // connection can close. The key is freed before the 503 leaves, as after any other
-        // failure, so the client's immediate retry executes afresh (I5) instead of meeting
-        // its own dead request's claim (I6). Freeing it twice is harmless: release is by token.
+        // connection can close.
         Err(_) => {
             task.abort();
             let _ = (&mut task).await;
-            if let Some(token) = &held {
-                store.release(token).await;
-            }
-            timed_out().into_response()
+            Err(timed_out())
         }
     };
     drop(abandon_on_drop);
-    response
+    match answer {
+        Ok(response) => response,
+        Err(err) => {
+            // The work ended without its own answer, and its key would be given back only by
+            // a task spawned as it was dropped: free the key before this reply leaves, as
+            // every other failure does, so the client's immediate retry executes afresh (I5)
+            // instead of meeting its own dead request's claim (I6). Release is by token, so
+            // releasing twice, or after a commit already released it, does nothing.
+            if let Some(token) = &held {
+                store.release(token).await;
+            }
+            err.into_response()
+        }
+    }
 }
 
 async fn execute(state: AppState, request: Request, next: Next, claim: Option<ClaimToken>, gate: Arc<CommitGate>) -> Response {
