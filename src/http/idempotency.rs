@@ -390,4 +390,56 @@ mod tests {
         assert!(parse_key(&HeaderValue::from_static("has space")).is_err());
         assert!(parse_key(&HeaderValue::from_bytes(b"caf\xc3\xa9").unwrap()).is_err());
     }
+
+    /// The layer over two POST routes whose work ends without an answer of its own (one
+    /// outlives the request timeout, one panics), on a SQLite store in `dir`, and the principal
+    /// their requests run as.
+    fn failing_api(dir: &std::path::Path) -> (axum::Router, AppState, Principal) {
+        use crate::domain::api_key::{ApiKey, Mode};
+        let config = crate::config::Config { data_dir: dir.to_owned(), request_timeout_ms: 100, ..Default::default() };
+        let store = crate::open_store(&config).expect("store");
+        let state = AppState::new(super::super::Shared {
+            store,
+            clock: config.clock.clone(),
+            config: Arc::new(config),
+            metrics: Arc::default(),
+            rate_limiter: Arc::new(super::super::rate_limit::RateLimiter::new(0, 0)),
+        });
+        let stalls = axum::routing::post(|| async {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            StatusCode::CREATED
+        });
+        async fn panicking() -> StatusCode {
+            panic!("a handler bug")
+        }
+        let panics = axum::routing::post(panicking);
+        let api = axum::Router::new()
+            .route("/stalls", stalls)
+            .route("/panics", panics)
+            .route_layer(axum::middleware::from_fn_with_state(state.clone(), layer))
+            .with_state(state.clone());
+        let key = ApiKey::new("test".into(), Mode::Sandbox, "org_test".into(), state.clock.now());
+        (api, state, Principal { key: Arc::new(key) })
+    }
+
+    /// I5 with I6: when the failure of an original reaches the client, its key is free
+    /// already, so a retry sent that instant runs rather than meeting the dead request's claim.
+    /// On this test's single-threaded runtime nothing else runs between the 503 and the claim
+    /// below, so a release left to a task spawned when the timed-out work is dropped fails it
+    /// every time (checked). A panic's own release is spawned before its 500 is handed back,
+    /// so here it passes either way; it stands for the multi-threaded runtime's race.
+    #[tokio::test]
+    async fn i5_an_original_without_an_answer_frees_its_key_before_its_reply_leaves() {
+        use tower::ServiceExt;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (api, state, principal) = failing_api(dir.path());
+        for (path, status) in [("/stalls", StatusCode::SERVICE_UNAVAILABLE), ("/panics", StatusCode::INTERNAL_SERVER_ERROR)] {
+            let mut request = Request::post(path).header(IDEMPOTENCY_KEY, path).body(Body::empty()).unwrap();
+            request.extensions_mut().insert(principal.clone());
+            let response = api.clone().oneshot(request).await.unwrap();
+            assert_eq!(response.status(), status, "{path}");
+            let claim = state.store.claim(&principal.key.id, path, state.clock.now(), 10_000).await.expect("claim");
+            assert!(matches!(claim, Claim::Acquired(_)), "{path}: the retry must run afresh, got {claim:?}");
+        }
+    }
 }
