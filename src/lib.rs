@@ -107,13 +107,7 @@ pub async fn launch(config: Config, listener: TcpListener, shutdown: impl Future
     let store = connect_store(&config).await?;
     store.prepare_to_serve().await;
     let config = Arc::new(config);
-    let state = http::AppState::new(http::Shared {
-        store: store.clone(),
-        clock: config.clock.clone(),
-        config: config.clone(),
-        metrics: Arc::default(),
-        rate_limiter: Arc::new(http::rate_limit::RateLimiter::new(config.rate_limit_per_sec, config.rate_limit_burst)),
-    });
+    let state = http::AppState::serving(store.clone(), config.clone());
     let (tls, cert_path) = if config.plain_http {
         tracing::warn!("serving plain HTTP: only do this behind a proxy that terminates TLS (SPEC T3)");
         (None, None)

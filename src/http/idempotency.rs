@@ -398,13 +398,7 @@ mod tests {
         use crate::domain::api_key::{ApiKey, Mode};
         let config = crate::config::Config { data_dir: dir.to_owned(), request_timeout_ms: 100, ..Default::default() };
         let store = crate::open_store(&config).expect("store");
-        let state = AppState::new(super::super::Shared {
-            store,
-            clock: config.clock.clone(),
-            config: Arc::new(config),
-            metrics: Arc::default(),
-            rate_limiter: Arc::new(super::super::rate_limit::RateLimiter::new(0, 0)),
-        });
+        let state = AppState::serving(store, Arc::new(config));
         let stalls = axum::routing::post(|| async {
             tokio::time::sleep(Duration::from_secs(30)).await;
             StatusCode::CREATED

@@ -44,8 +44,15 @@ pub struct Shared {
 }
 
 impl AppState {
-    pub fn new(shared: Shared) -> Self {
-        AppState(Arc::new(shared))
+    /// The state a server runs with: its clock and rate limits come from its configuration.
+    pub fn serving(store: Arc<dyn Store>, config: Arc<Config>) -> Self {
+        AppState(Arc::new(Shared {
+            store,
+            clock: config.clock.clone(),
+            metrics: Arc::default(),
+            rate_limiter: Arc::new(rate_limit::RateLimiter::new(config.rate_limit_per_sec, config.rate_limit_burst)),
+            config,
+        }))
     }
 
     /// The domain's view of a request: store, tenant, and the time it runs at.
