@@ -43,8 +43,8 @@ use hyper::client::conn::http1::SendRequest;
 use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HOST, HeaderValue};
 use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::TokioIo;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
 use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
 use serde_json::{Value, json};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
@@ -326,7 +326,8 @@ impl RunResult {
             v["bench_cpu_cores"] = json!(r3(cores));
         }
         if !self.server_threads.is_empty() {
-            let threads: serde_json::Map<String, Value> = self.server_threads.iter().map(|(name, cores)| (name.clone(), json!(r3(*cores)))).collect();
+            let threads: serde_json::Map<String, Value> =
+                self.server_threads.iter().map(|(name, cores)| (name.clone(), json!(r3(*cores)))).collect();
             v["server_threads_cores"] = Value::Object(threads);
         }
         if let Some(bytes) = self.server_disk_bytes {
@@ -660,9 +661,7 @@ impl Workload {
         let fresh_key = || Some(format!("{}-{conn}-{seq}", self.tag));
         match self.scenario {
             Scenario::Ping | Scenario::HttpCeiling => Call::get("/api/ping"),
-            Scenario::CreateCounterparty => {
-                Call::post("/api/counterparties", format!(r#"{{"name":"bench {conn}-{seq}"}}"#), fresh_key())
-            }
+            Scenario::CreateCounterparty => Call::post("/api/counterparties", format!(r#"{{"name":"bench {conn}-{seq}"}}"#), fresh_key()),
             Scenario::CreatePaymentOrder => Call::post(
                 "/api/payment_orders",
                 format!(
@@ -785,20 +784,18 @@ fn id_of(value: &Value) -> BoxResult<String> {
 async fn fresh_replay_key(target: &Arc<Target>, fixture: &Arc<Fixture>) -> BoxResult<Arc<Fixture>> {
     let mut sender = connect(target).await?;
     let replay_key = format!("replay-{}-{}", std::process::id(), unix_micros());
-    call_json(target, &mut sender, Call::post("/api/counterparties", r#"{"name":"bench replay"}"#.into(), Some(replay_key.clone()))).await?;
+    call_json(target, &mut sender, Call::post("/api/counterparties", r#"{"name":"bench replay"}"#.into(), Some(replay_key.clone())))
+        .await?;
     Ok(Arc::new(Fixture { replay_key, ..fixture.as_ref().clone() }))
 }
 
 async fn seed(target: &Arc<Target>, count: usize) -> BoxResult<Fixture> {
     let mut sender = connect(target).await?;
     let tag = format!("seed-{}-{}", std::process::id(), unix_micros());
-    let ia = call_json(
-        target,
-        &mut sender,
-        Call::post("/api/internal_accounts", r#"{"name":"bench operating","currency":"USD"}"#.into(), None),
-    )
-    .await?
-    .0;
+    let ia =
+        call_json(target, &mut sender, Call::post("/api/internal_accounts", r#"{"name":"bench operating","currency":"USD"}"#.into(), None))
+            .await?
+            .0;
     let with_account = json!({"name": "bench receiver", "accounts": [{
         "account_details": [{"account_number": "123456789"}],
         "routing_details": [{"routing_number": "121141822", "routing_number_type": "aba"}]
@@ -806,12 +803,9 @@ async fn seed(target: &Arc<Target>, count: usize) -> BoxResult<Fixture> {
     let cp = call_json(target, &mut sender, Call::post("/api/counterparties", with_account.to_string(), None)).await?.0;
     let external_account = cp["accounts"][0]["id"].as_str().ok_or("no accounts[0].id in the counterparty")?.to_owned();
     let replay_key = format!("{tag}-replay");
-    let (_, replay_body) = call_json(
-        target,
-        &mut sender,
-        Call::post("/api/counterparties", r#"{"name":"bench replay"}"#.into(), Some(replay_key.clone())),
-    )
-    .await?;
+    let (_, replay_body) =
+        call_json(target, &mut sender, Call::post("/api/counterparties", r#"{"name":"bench replay"}"#.into(), Some(replay_key.clone())))
+            .await?;
     let workers = 16.min(count.max(1));
     let mut tasks = Vec::new();
     for w in 0..workers {
@@ -831,14 +825,7 @@ async fn seed(target: &Arc<Target>, count: usize) -> BoxResult<Fixture> {
     for task in tasks {
         counterparty_ids.extend(task.await.map_err(|e| e.to_string())??);
     }
-    Ok(Fixture {
-        internal_account: id_of(&ia)?,
-        external_account,
-        replay_key,
-        replay_body,
-        counterparty_ids,
-        scale_keys: 0,
-    })
+    Ok(Fixture { internal_account: id_of(&ia)?, external_account, replay_key, replay_body, counterparty_ids, scale_keys: 0 })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -849,7 +836,9 @@ async fn seed(target: &Arc<Target>, count: usize) -> BoxResult<Fixture> {
 enum Store {
     Sqlite,
     /// A fresh database created by the bench in the given server.
-    Postgres { url: String },
+    Postgres {
+        url: String,
+    },
 }
 
 impl Store {
@@ -1261,7 +1250,8 @@ async fn pg_commit_ceiling(url: &str, conns: usize, plan: &Plan) -> BoxResult<Ru
 // PostgreSQL helpers
 
 async fn pg_connect(url: &str) -> BoxResult<tokio_postgres::Client> {
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.map_err(|e| format!("connecting to PostgreSQL: {e}"))?;
+    let (client, connection) =
+        tokio_postgres::connect(url, tokio_postgres::NoTls).await.map_err(|e| format!("connecting to PostgreSQL: {e}"))?;
     tokio::spawn(async move {
         let _ = connection.await;
     });
@@ -1827,14 +1817,18 @@ async fn run(plan: Plan) -> BoxResult<Value> {
     outcome
 }
 
-async fn run_stores(plan: &Plan, root: &Path, store: &Store, scale_stores: &ScaleStores, machine: Value, started: Instant) -> BoxResult<Value> {
+async fn run_stores(
+    plan: &Plan,
+    root: &Path,
+    store: &Store,
+    scale_stores: &ScaleStores,
+    machine: Value,
+    started: Instant,
+) -> BoxResult<Value> {
     eprintln!("bench: server {} on {}, data in {}", server_bin().display(), store.name(), root.display());
     let main = main_scenarios(plan, root, store).await?;
-    let scale = if plan.selected(Scenario::ReplayScale) {
-        Some(scale_check(plan, root, scale_stores, &main.replay_body).await?)
-    } else {
-        None
-    };
+    let scale =
+        if plan.selected(Scenario::ReplayScale) { Some(scale_check(plan, root, scale_stores, &main.replay_body).await?) } else { None };
     let durability = durability(store, &main).await;
     let r = &main.results;
     let h = plan.headline();
@@ -1878,7 +1872,8 @@ async fn run_stores(plan: &Plan, root: &Path, store: &Store, scale_stores: &Scal
         out["replay_rps_1m"] = json!(scale.rps_large.map(r1));
         out["replay_1m_vs_10k"] = json!(ratio(scale.rps_large, scale.rps_small));
         out["scale_rss_mb_1m"] = json!(scale.rss_large_mb.map(r1));
-        out["scale_seeding"] = json!("direct INSERT into idempotency_replies (server stopped meanwhile), real reply body, keys seed-NNNNNNN");
+        out["scale_seeding"] =
+            json!("direct INSERT into idempotency_replies (server stopped meanwhile), real reply body, keys seed-NNNNNNN");
         if !scale.note.is_empty() {
             out["scale_note"] = json!(scale.note);
         }

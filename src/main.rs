@@ -204,8 +204,8 @@ fn main() -> ExitCode {
 }
 
 fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("payrail=info,warn"));
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("payrail=info,warn"));
     // Colour only for a person at a terminal, never in files or log collectors.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
@@ -267,9 +267,8 @@ async fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
     config.webhook_retry_max_ms = hooks.webhook_retry_max_ms;
     config.webhook_retry_window_secs = keys::parse_duration_secs(&hooks.webhook_retry_window)
         .map_err(|_| anyhow::anyhow!("--webhook-retry-window: a duration such as 3d, 24h or 90s"))?;
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
-        .map_err(|err| anyhow::anyhow!("cannot listen on {}: {err}", args.listen))?;
+    let listener =
+        tokio::net::TcpListener::bind(args.listen).await.map_err(|err| anyhow::anyhow!("cannot listen on {}: {err}", args.listen))?;
     let server = payrail::launch(config, listener, shutdown_signal()).await?;
     server.wait().await;
     Ok(())
@@ -313,7 +312,11 @@ async fn run_webhooks(store: &dyn payrail::store::Store, command: WebhooksComman
                 println!("{created}");
             } else {
                 let mode = if mode.is_live() { "live" } else { "sandbox" };
-                println!("created webhook endpoint {} ({mode}, organization {org}) for {}", created["id"].as_str().unwrap_or(""), created["url"].as_str().unwrap_or(""));
+                println!(
+                    "created webhook endpoint {} ({mode}, organization {org}) for {}",
+                    created["id"].as_str().unwrap_or(""),
+                    created["url"].as_str().unwrap_or("")
+                );
                 println!("the signing secret is shown once, now; store it safely:");
                 println!("{}", created["secret"].as_str().unwrap_or(""));
             }
@@ -327,7 +330,13 @@ async fn run_webhooks(store: &dyn payrail::store::Store, command: WebhooksComman
                 for e in &all {
                     let mode = if e.live_mode { "live" } else { "sandbox" };
                     let events = if e.event_names.is_empty() { "*".to_owned() } else { e.event_names.join(",") };
-                    println!("{:<36}  {mode:<8}  {:<16}  {:<27}  {events:<30}  {}", e.id, e.organization_id, e.created_at.to_string(), e.url);
+                    println!(
+                        "{:<36}  {mode:<8}  {:<16}  {:<27}  {events:<30}  {}",
+                        e.id,
+                        e.organization_id,
+                        e.created_at.to_string(),
+                        e.url
+                    );
                 }
             }
         }

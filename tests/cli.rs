@@ -469,12 +469,9 @@ async fn k2_cli_keys_take_effect_on_a_running_server_and_a4_no_secret_in_log_or_
 
     // A4: no secret, whole or hashed, in the server's log, the CLI's output other than the
     // creation line, or any file of the data directory (database, WAL, certificate...).
-    let store = payrail::open_store(&payrail::config::Config {
-        data_dir: dir.clone(),
-        admin_listen: None,
-        ..payrail::config::Config::default()
-    })
-    .expect("open the store after the server stopped");
+    let store =
+        payrail::open_store(&payrail::config::Config { data_dir: dir.clone(), admin_listen: None, ..payrail::config::Config::default() })
+            .expect("open the store after the server stopped");
     let files = files_in(&dir);
     assert!(files.iter().any(|(name, _)| name.ends_with("payrail.db")), "{:?}", files.iter().map(|f| &f.0).collect::<Vec<_>>());
     for secret in &secrets {
@@ -538,7 +535,8 @@ async fn t1_serve_with_operator_certificate_files() {
     std::fs::write(&key, certified.signing_key.serialize_pem()).unwrap();
     let (_, secret) = create_key(&dir, &[]);
     let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let args = ["--listen", &addr.to_string(), "--admin-listen", "off", "--tls-cert", cert.to_str().unwrap(), "--tls-key", key.to_str().unwrap()];
+    let args =
+        ["--listen", &addr.to_string(), "--admin-listen", "off", "--tls-cert", cert.to_str().unwrap(), "--tls-key", key.to_str().unwrap()];
     let mut server = Daemon::serve(&dir, &args, &log, None);
     let client = wait_for_https(&mut server, addr, &cert).await;
     assert_eq!(ping(&client, addr, &secret).await.0, 200);

@@ -56,7 +56,12 @@ fn spawn(data_dir: &Path, database_url: &str, port: u16) -> Instance {
 }
 
 fn create_key(database_url: &str, data_dir: &Path) -> String {
-    let out = Command::new(BIN).arg("--data-dir").arg(data_dir).args(["--database-url", database_url, "keys", "create", "--name", "drill"]).output().unwrap();
+    let out = Command::new(BIN)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(["--database-url", database_url, "keys", "create", "--name", "drill"])
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap().lines().last().unwrap().to_owned()
 }
@@ -100,7 +105,9 @@ async fn drill(instances: Vec<(u16, Vec<u8>)>, secret: String, kill: impl FnOnce
                         .send()
                         .await;
                     let ok = match sent {
-                        Ok(response) if response.status() == 201 => Some(response.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned()),
+                        Ok(response) if response.status() == 201 => {
+                            Some(response.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned())
+                        }
                         _ => None,
                     };
                     let acknowledged = {
@@ -250,7 +257,9 @@ async fn s2_database_restart_answers_503_then_recovers() {
     let url = run("start");
     let server = TestServer::start_with(|c| c.database_url = Some(url.clone())).await;
     let key = server.key().await;
-    let create = |i: usize| server.post("/api/counterparties", &key, &json!({"name": format!("r{i}")})).header("Idempotency-Key", format!("restart-{i}"));
+    let create = |i: usize| {
+        server.post("/api/counterparties", &key, &json!({"name": format!("r{i}")})).header("Idempotency-Key", format!("restart-{i}"))
+    };
     assert_eq!(create(0).send().await.unwrap().status(), 201);
     run("down");
     let started = Instant::now();

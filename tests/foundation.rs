@@ -189,8 +189,7 @@ async fn a2_wrong_key_is_401() {
         let response = get_with_authorization(&server, "/api/ping", Some(&basic("x-api-key", case))).await;
         // A long wrong key must not be echoed either (short ones are ordinary words).
         let echoed: &str = if case.len() > 20 { case } else { "" };
-        assert_401(response, "invalid_key", &[echoed, &key.secret], &format!("password {:?}", &case[..case.len().min(60)]))
-            .await;
+        assert_401(response, "invalid_key", &[echoed, &key.secret], &format!("password {:?}", &case[..case.len().min(60)])).await;
     }
 }
 
@@ -336,10 +335,7 @@ async fn a3_current_key_has_exactly_the_spec_fields_and_no_secret() {
     let server = TestServer::start().await;
     let key = server.key().await;
     let response = server.get("/api/api_keys/current", &key).send().await.unwrap();
-    assert!(
-        response.headers()["content-type"].to_str().unwrap().starts_with("application/json"),
-        "content type"
-    );
+    assert!(response.headers()["content-type"].to_str().unwrap().starts_with("application/json"), "content type");
     let text = response.text().await.unwrap();
     assert!(!text.contains(&key.secret), "the secret leaks: {text}");
     assert!(!text.to_lowercase().contains("hash"), "a hash leaks: {text}");
@@ -632,7 +628,8 @@ async fn l3_oversized_body_is_413_request_too_large() {
     let (status, body) = post_raw(&server, &key, "/api/counterparties", Some("application/json"), small).await;
     assert_ne!(status, 413, "{body}");
     // Without a key the answer is 401, whatever the body.
-    let response = server.client.post(server.url("/api/counterparties")).header("content-type", "application/json").body(big).send().await.unwrap();
+    let response =
+        server.client.post(server.url("/api/counterparties")).header("content-type", "application/json").body(big).send().await.unwrap();
     assert_401(response, "invalid_key", &[], "oversized body without a key").await;
 }
 

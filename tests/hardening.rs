@@ -69,7 +69,8 @@ async fn l3_deeply_nested_json_is_400() {
     for _ in 0..40 {
         nested = json!({ "k": nested });
     }
-    let (status, body) = json(server.post("/api/counterparties", &key, &json!({"name": "Deep", "metadata": nested})).send().await.unwrap()).await;
+    let (status, body) =
+        json(server.post("/api/counterparties", &key, &json!({"name": "Deep", "metadata": nested})).send().await.unwrap()).await;
     assert_error(status, &body, 400, "malformed_json");
 }
 

@@ -168,10 +168,8 @@ async fn read_reply(stream: &mut TlsStream<TcpStream>) -> RawReply {
     let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
     let mut lines = head.split("\r\n");
     let status: u16 = lines.next().and_then(|l| l.split(' ').nth(1)).and_then(|s| s.parse().ok()).expect("status line");
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
-        .collect();
+    let headers: Vec<(String, String)> =
+        lines.filter_map(|l| l.split_once(':')).map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned())).collect();
     let len: usize = headers.iter().find(|(k, _)| k == "content-length").map_or(0, |(_, v)| v.parse().expect("content-length"));
     let mut body = buf[head_end + 4..].to_vec();
     while body.len() < len {
@@ -208,7 +206,8 @@ async fn i1_malformed_key_is_400() {
         ("tab", reqwest::header::HeaderValue::from_bytes(b"a\tb").unwrap()),
     ];
     for (case, value) in cases {
-        let response = server.post("/api/counterparties", &key, &json!({"name": "Never"})).header("Idempotency-Key", value).send().await.unwrap();
+        let response =
+            server.post("/api/counterparties", &key, &json!({"name": "Never"})).header("Idempotency-Key", value).send().await.unwrap();
         let r = reply(response).await;
         assert_error(r.status, &r.json(), 400, "invalid_idempotency_key");
         assert_eq!(r.json()["errors"]["parameter"], "Idempotency-Key", "{case}: {}", r.text());
@@ -235,7 +234,8 @@ async fn i1_malformed_key_is_400() {
 async fn i3_i4_replay_is_byte_identical_with_header() {
     let server = TestServer::start().await;
     let key = server.key().await;
-    let body = json!({"name": "Replayed Ltd", "metadata": {"a": "1"}, "accounts": [{"account_details": [{"account_number": "123456789"}]}]});
+    let body =
+        json!({"name": "Replayed Ltd", "metadata": {"a": "1"}, "accounts": [{"account_details": [{"account_number": "123456789"}]}]});
     let first = post_idem(&server, "/api/counterparties", &key, "replay-1", &body).await;
     assert_eq!(first.status, 201, "{}", first.text());
     assert!(first.replayed.is_none(), "the original carries no Idempotent-Replayed header");
@@ -392,7 +392,9 @@ async fn i6_in_flight_upload_gets_409() {
     assert_in_flight_409(&second);
     assert!(list_ids(&server, "/api/counterparties", &key).await.is_empty(), "nothing ran yet");
     // Any path: the key is what is in flight (I4, I6).
-    assert_in_flight_409(&post_idem(&server, "/api/internal_accounts", &key, "uploading", &json!({"name": "Ops", "currency": "USD"})).await);
+    assert_in_flight_409(
+        &post_idem(&server, "/api/internal_accounts", &key, "uploading", &json!({"name": "Ops", "currency": "USD"})).await,
+    );
     // Another API key is not blocked by it (I2).
     let other = server.key().await;
     assert_eq!(post_idem(&server, "/api/counterparties", &other, "uploading", &json!({"name": "Other Key"})).await.status, 201);
@@ -426,7 +428,12 @@ async fn i6_concurrent_duplicates_create_one() {
         replies.push(tokio::time::timeout(Duration::from_secs(30), task).await.expect("bounded").expect("task"));
     }
     let executed: Vec<&Reply> = replies.iter().filter(|r| r.status == 201 && r.replayed.is_none()).collect();
-    assert_eq!(executed.len(), 1, "exactly one request executed: {:?}", replies.iter().map(|r| (r.status, r.replayed.clone())).collect::<Vec<_>>());
+    assert_eq!(
+        executed.len(),
+        1,
+        "exactly one request executed: {:?}",
+        replies.iter().map(|r| (r.status, r.replayed.clone())).collect::<Vec<_>>()
+    );
     let original = executed[0].body.clone();
     for r in &replies {
         match r.status {
@@ -479,7 +486,12 @@ async fn i4_i6_a_crowd_of_claims_each_gets_its_own_answer() {
     }
     for (idem, replies) in &executed {
         let ran: Vec<&Reply> = replies.iter().filter(|r| r.status == 201 && r.replayed.is_none()).collect();
-        assert_eq!(ran.len(), 1, "{idem} ran exactly once: {:?}", replies.iter().map(|r| (r.status, r.replayed.clone())).collect::<Vec<_>>());
+        assert_eq!(
+            ran.len(),
+            1,
+            "{idem} ran exactly once: {:?}",
+            replies.iter().map(|r| (r.status, r.replayed.clone())).collect::<Vec<_>>()
+        );
         for r in replies.iter().filter(|r| r.replayed.is_some() || r.status != 201) {
             match r.status {
                 201 => assert_eq!(r.body, ran[0].body, "{idem}: a replay is of its own original"),
@@ -510,7 +522,8 @@ async fn i7_header_ignored_on_get_patch_delete() {
     assert_eq!(r.status, 200, "GET ignores a malformed key: {}", r.text());
     let r = reply(server.get("/api/counterparties", &key).header("Idempotency-Key", "").send().await.unwrap()).await;
     assert_eq!(r.status, 200, "list ignores an empty key: {}", r.text());
-    let r = reply(server.patch(&path, &key, &json!({"name": "Patched"})).header("Idempotency-Key", bad.clone()).send().await.unwrap()).await;
+    let r =
+        reply(server.patch(&path, &key, &json!({"name": "Patched"})).header("Idempotency-Key", bad.clone()).send().await.unwrap()).await;
     assert_eq!(r.status, 200, "PATCH ignores a malformed key: {}", r.text());
     assert_eq!(r.json()["name"], "Patched");
 
@@ -522,7 +535,8 @@ async fn i7_header_ignored_on_get_patch_delete() {
         assert_eq!(r.json()["name"], name);
     }
     // A key first seen on a PATCH was not stored: a POST with it executes.
-    let r = reply(server.patch(&path, &key, &json!({"name": "Via Patch"})).header("Idempotency-Key", "patch-first").send().await.unwrap()).await;
+    let r = reply(server.patch(&path, &key, &json!({"name": "Via Patch"})).header("Idempotency-Key", "patch-first").send().await.unwrap())
+        .await;
     assert_eq!(r.status, 200);
     let fresh = post_idem(&server, "/api/counterparties", &key, "patch-first", &json!({"name": "Fresh"})).await;
     assert_eq!((fresh.status, fresh.replayed.as_deref()), (201, None), "{}", fresh.text());
@@ -532,12 +546,17 @@ async fn i7_header_ignored_on_get_patch_delete() {
     assert_eq!((again.status, &again.body, again.replayed.as_deref()), (201, &created.body, Some("true")));
 
     // PUT (no such route here): the header is not validated either, so the answer is 405, not 400.
-    let r = reply(server.req(reqwest::Method::PUT, &path, &key).json(&json!({})).header("Idempotency-Key", bad.clone()).send().await.unwrap()).await;
+    let r =
+        reply(server.req(reqwest::Method::PUT, &path, &key).json(&json!({})).header("Idempotency-Key", bad.clone()).send().await.unwrap())
+            .await;
     assert_eq!(r.status, 405, "PUT ignores a malformed key: {}", r.text());
 
     let r = reply(server.delete(&path, &key).header("Idempotency-Key", bad).send().await.unwrap()).await;
     assert_eq!(r.status, 204, "DELETE ignores a malformed key: {}", r.text());
-    let r = reply(server.delete(&format!("/api/counterparties/{}", fresh.id()), &key).header("Idempotency-Key", "post-key").send().await.unwrap()).await;
+    let r = reply(
+        server.delete(&format!("/api/counterparties/{}", fresh.id()), &key).header("Idempotency-Key", "post-key").send().await.unwrap(),
+    )
+    .await;
     assert_eq!((r.status, r.replayed), (204, None), "DELETE with a stored key executes");
     assert!(list_ids(&server, "/api/counterparties", &key).await.is_empty());
 }
@@ -555,7 +574,11 @@ async fn i10_replay_expires_after_24h() {
 
     server.clock.advance_secs(DAY_SECS - 30);
     let before = post_idem(&server, "/api/counterparties", &key, "daily", &json!({"name": "Day One"})).await;
-    assert_eq!((before.status, &before.body, before.replayed.as_deref()), (201, &first.body, Some("true")), "still replayed just before 24 h");
+    assert_eq!(
+        (before.status, &before.body, before.replayed.as_deref()),
+        (201, &first.body, Some("true")),
+        "still replayed just before 24 h"
+    );
 
     server.clock.advance_secs(31);
     // The background purge removes the expired record (run one pass now rather than wait).
@@ -641,7 +664,8 @@ async fn i4_replies_from_before_a_restart_replay_and_new_keys_run_once() {
     let dir = server.stop().await;
     let server = TestServer::start_in(dir, |_| {}).await;
     for (i, first) in firsts.iter().enumerate() {
-        let again = post_idem(&server, "/api/internal_accounts", &key, &format!("before-{i}"), &json!({"name": "x", "currency": "USD"})).await;
+        let again =
+            post_idem(&server, "/api/internal_accounts", &key, &format!("before-{i}"), &json!({"name": "x", "currency": "USD"})).await;
         assert_eq!((again.status, &again.body, again.replayed.as_deref()), (201, &first.body, Some("true")), "key before-{i}");
     }
     for i in 0..5 {
@@ -703,7 +727,8 @@ async fn l4_conflict_and_422_headers() {
         assert_error(r.status, &r.json(), 422, "parameter_invalid");
         assert_eq!(r.should_retry.as_deref(), Some("false"), "a 422 carries x-should-retry: false");
     }
-    let patch = reply(server.patch("/api/counterparties/00000000-0000-4000-8000-000000000000", &key, &json!({})).send().await.unwrap()).await;
+    let patch =
+        reply(server.patch("/api/counterparties/00000000-0000-4000-8000-000000000000", &key, &json!({})).send().await.unwrap()).await;
     assert_eq!(patch.status, 404);
 
     // A 409 for a key in flight carries Retry-After, and is retryable.

@@ -117,7 +117,8 @@ async fn i9_in_flight_on_one_instance_is_409_on_the_other() {
     let body = r#"{"name":"Slow Upload Ltd"}"#;
     let mut upload = slow_upload(&a, &key.secret, "slow-key", body).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let response = b.post("/api/counterparties", &key, &json!({"name": "Other"})).header("Idempotency-Key", "slow-key").send().await.unwrap();
+    let response =
+        b.post("/api/counterparties", &key, &json!({"name": "Other"})).header("Idempotency-Key", "slow-key").send().await.unwrap();
     assert_eq!(response.status(), 409);
     assert!(response.headers().contains_key("retry-after"));
     let (_, error) = json(response).await;
@@ -127,7 +128,8 @@ async fn i9_in_flight_on_one_instance_is_409_on_the_other() {
     // Once A has answered, B replays A's reply.
     let mut replayed = None;
     for _ in 0..100 {
-        let response = b.post("/api/counterparties", &key, &json!({"name": "Other"})).header("Idempotency-Key", "slow-key").send().await.unwrap();
+        let response =
+            b.post("/api/counterparties", &key, &json!({"name": "Other"})).header("Idempotency-Key", "slow-key").send().await.unwrap();
         if response.status() == 201 {
             replayed = Some(json(response).await.1);
             break;
@@ -188,7 +190,8 @@ async fn i8_an_owner_whose_claim_vanished_cannot_commit() {
     let (_, listed) = json(a.get("/api/counterparties", &key).send().await.unwrap()).await;
     let names: Vec<&str> = listed.as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["Second Owner"], "exactly one request with the key took effect");
-    let replay = a.post("/api/counterparties", &key, &json!({"name": "x"})).header("Idempotency-Key", "vanishing-claim").send().await.unwrap();
+    let replay =
+        a.post("/api/counterparties", &key, &json!({"name": "x"})).header("Idempotency-Key", "vanishing-claim").send().await.unwrap();
     assert_eq!(json(replay).await.1, created, "the key now replays the one that committed");
 }
 

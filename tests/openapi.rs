@@ -44,9 +44,9 @@ const SHARED_SCHEMAS: &[&str] = &[
 ];
 
 fn reference() -> Option<Value> {
-    let path = std::env::var_os("PAYRAIL_MT_OPENAPI").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/reference/modern-treasury-openapi.json")
-    });
+    let path = std::env::var_os("PAYRAIL_MT_OPENAPI")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/reference/modern-treasury-openapi.json"));
     let text = std::fs::read_to_string(&path).ok()?;
     Some(serde_json::from_str(&text).expect("the MT document is JSON"))
 }
@@ -104,7 +104,11 @@ fn resource_schemas_agree_with_modern_treasury() {
         let op: BTreeSet<&String> = o["properties"].as_object().expect("our schema").keys().collect();
         let mp: BTreeSet<&String> = m["properties"].as_object().expect("MT's schema").keys().collect();
         if op != mp {
-            problems.push(format!("{name}: only ours {:?}, only MT {:?}", op.difference(&mp).collect::<Vec<_>>(), mp.difference(&op).collect::<Vec<_>>()));
+            problems.push(format!(
+                "{name}: only ours {:?}, only MT {:?}",
+                op.difference(&mp).collect::<Vec<_>>(),
+                mp.difference(&op).collect::<Vec<_>>()
+            ));
         }
         for field in op.intersection(&mp) {
             let (of, mf) = (&o["properties"][field.as_str()], &m["properties"][field.as_str()]);
@@ -114,7 +118,8 @@ fn resource_schemas_agree_with_modern_treasury() {
             }
             let typed = |k: &BTreeSet<String>| k.iter().filter(|t| *t != "null").cloned().collect::<BTreeSet<_>>();
             let (to, tm) = (typed(&ko), typed(&km));
-            let compatible = to.contains("any") || tm.contains("any") || to.is_subset(&tm) || (to.contains("integer") && tm.contains("number"));
+            let compatible =
+                to.contains("any") || tm.contains("any") || to.is_subset(&tm) || (to.contains("integer") && tm.contains("number"));
             if !compatible || (ko.contains("null") && !km.contains("null")) {
                 problems.push(format!("{name}.{field}: ours {ko:?}, MT {km:?}"));
             }

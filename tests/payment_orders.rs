@@ -18,7 +18,8 @@ async fn fast_bank() -> TestServer {
 }
 
 async fn internal_account(server: &TestServer, key: &Key, currency: &str) -> String {
-    let (status, body) = json(server.post("/api/internal_accounts", key, &json!({"name": "Operating", "currency": currency})).send().await.unwrap()).await;
+    let (status, body) =
+        json(server.post("/api/internal_accounts", key, &json!({"name": "Operating", "currency": currency})).send().await.unwrap()).await;
     assert_eq!(status, 201, "{body}");
     body["id"].as_str().unwrap().to_owned()
 }
@@ -74,16 +75,59 @@ async fn event_names(server: &TestServer, key: &Key, entity_id: &str) -> Vec<Str
 }
 
 const PAYMENT_ORDER_FIELDS: &[&str] = &[
-    "id", "object", "live_mode", "type", "subtype", "amount", "currency", "direction", "status", "priority",
-    "originating_account_id", "originating_account_type", "receiving_account_id", "receiving_account_type", "counterparty_id",
-    "effective_date", "description", "statement_descriptor", "remittance_information", "purpose", "metadata", "external_id",
-    "process_after", "expires_at", "send_remittance_advice", "nsf_protected", "charge_bearer", "accounting", "accounting_category_id",
-    "accounting_ledger_class_id", "batch_id", "current_hold", "current_return", "foreign_exchange_contract",
-    "foreign_exchange_indicator", "foreign_exchange_rate", "ledger_transaction_id", "originating_party_name",
-    "originating_party_address", "reconciliation_status", "reference_numbers", "transaction_ids", "ultimate_originating_account",
-    "ultimate_originating_account_id", "ultimate_originating_account_type", "ultimate_originating_party_identifier",
-    "ultimate_originating_party_name", "ultimate_receiving_party_identifier", "ultimate_receiving_party_name", "vendor_attributes",
-    "vendor_failure_reason", "created_at", "updated_at",
+    "id",
+    "object",
+    "live_mode",
+    "type",
+    "subtype",
+    "amount",
+    "currency",
+    "direction",
+    "status",
+    "priority",
+    "originating_account_id",
+    "originating_account_type",
+    "receiving_account_id",
+    "receiving_account_type",
+    "counterparty_id",
+    "effective_date",
+    "description",
+    "statement_descriptor",
+    "remittance_information",
+    "purpose",
+    "metadata",
+    "external_id",
+    "process_after",
+    "expires_at",
+    "send_remittance_advice",
+    "nsf_protected",
+    "charge_bearer",
+    "accounting",
+    "accounting_category_id",
+    "accounting_ledger_class_id",
+    "batch_id",
+    "current_hold",
+    "current_return",
+    "foreign_exchange_contract",
+    "foreign_exchange_indicator",
+    "foreign_exchange_rate",
+    "ledger_transaction_id",
+    "originating_party_name",
+    "originating_party_address",
+    "reconciliation_status",
+    "reference_numbers",
+    "transaction_ids",
+    "ultimate_originating_account",
+    "ultimate_originating_account_id",
+    "ultimate_originating_account_type",
+    "ultimate_originating_party_identifier",
+    "ultimate_originating_party_name",
+    "ultimate_receiving_party_identifier",
+    "ultimate_receiving_party_name",
+    "vendor_attributes",
+    "vendor_failure_reason",
+    "created_at",
+    "updated_at",
 ];
 
 #[tokio::test]
@@ -127,7 +171,12 @@ async fn e2_book_transfer_between_internal_accounts() {
     let key = server.key().await;
     let from = internal_account(&server, &key, "USD").await;
     let to = internal_account(&server, &key, "USD").await;
-    let created = create_order(&server, &key, &json!({"type": "book", "amount": 1, "direction": "credit", "originating_account_id": from, "receiving_account_id": to})).await;
+    let created = create_order(
+        &server,
+        &key,
+        &json!({"type": "book", "amount": 1, "direction": "credit", "originating_account_id": from, "receiving_account_id": to}),
+    )
+    .await;
     assert_eq!(created["receiving_account_type"], "internal_account");
     let (status, body) = json(server.post("/api/payment_orders", &key, &order(&from, &to, 1)).send().await.unwrap()).await;
     assert_error(status, &body, 422, "parameter_invalid");
@@ -236,7 +285,9 @@ async fn e3_fixed_fields_cannot_change() {
     let originating = internal_account(&server, &key, "USD").await;
     let (_, receiving) = counterparty(&server, &key).await;
     let id = create_order(&server, &key, &order(&originating, &receiving, 100)).await["id"].as_str().unwrap().to_owned();
-    for (field, value) in [("type", json!("wire")), ("direction", json!("debit")), ("currency", json!("USD")), ("originating_account_id", json!(originating))] {
+    for (field, value) in
+        [("type", json!("wire")), ("direction", json!("debit")), ("currency", json!("USD")), ("originating_account_id", json!(originating))]
+    {
         let (status, body) = patch_order(&server, &key, &id, &json!({ field: value })).await;
         assert_error(status, &body, 422, "parameter_invalid");
         assert_eq!(body["errors"]["parameter"], field);

@@ -17,30 +17,98 @@ use serde_json::{Value, json};
 // ---------------------------------------------------------------------------------------------
 
 const COUNTERPARTY_KEYS: &[&str] = &[
-    "id", "object", "live_mode", "name", "email", "accounts", "metadata", "external_id", "legal_entity_id",
-    "send_remittance_advice", "verification_status", "created_at", "updated_at", "discarded_at",
+    "id",
+    "object",
+    "live_mode",
+    "name",
+    "email",
+    "accounts",
+    "metadata",
+    "external_id",
+    "legal_entity_id",
+    "send_remittance_advice",
+    "verification_status",
+    "created_at",
+    "updated_at",
+    "discarded_at",
 ];
 /// `Counterparty.accounts[]`: an external account without `counterparty_id`.
 const EMBEDDED_ACCOUNT_KEYS: &[&str] = &[
-    "id", "object", "live_mode", "account_details", "account_type", "card_id", "contact_details", "created_at",
-    "discarded_at", "external_id", "ledger_account_id", "metadata", "name", "party_address", "party_name", "party_type",
-    "routing_details", "updated_at", "verification_source", "verification_status",
+    "id",
+    "object",
+    "live_mode",
+    "account_details",
+    "account_type",
+    "card_id",
+    "contact_details",
+    "created_at",
+    "discarded_at",
+    "external_id",
+    "ledger_account_id",
+    "metadata",
+    "name",
+    "party_address",
+    "party_name",
+    "party_type",
+    "routing_details",
+    "updated_at",
+    "verification_source",
+    "verification_status",
 ];
-const ACCOUNT_DETAIL_KEYS: &[&str] =
-    &["id", "object", "live_mode", "account_number", "account_number_safe", "account_number_type", "created_at", "updated_at", "discarded_at"];
+const ACCOUNT_DETAIL_KEYS: &[&str] = &[
+    "id",
+    "object",
+    "live_mode",
+    "account_number",
+    "account_number_safe",
+    "account_number_type",
+    "created_at",
+    "updated_at",
+    "discarded_at",
+];
 const ROUTING_DETAIL_KEYS: &[&str] = &[
-    "id", "object", "live_mode", "bank_address", "bank_name", "payment_type", "routing_number", "routing_number_type",
-    "created_at", "updated_at", "discarded_at",
+    "id",
+    "object",
+    "live_mode",
+    "bank_address",
+    "bank_name",
+    "payment_type",
+    "routing_number",
+    "routing_number_type",
+    "created_at",
+    "updated_at",
+    "discarded_at",
 ];
 const ADDRESS_KEYS: &[&str] =
     &["id", "object", "live_mode", "line1", "line2", "locality", "region", "postal_code", "country", "created_at", "updated_at"];
 const CONTACT_DETAIL_KEYS: &[&str] =
     &["id", "object", "live_mode", "contact_identifier", "contact_identifier_type", "created_at", "updated_at", "discarded_at"];
 const INTERNAL_ACCOUNT_KEYS: &[&str] = &[
-    "id", "object", "live_mode", "account_capabilities", "account_details", "account_type", "connection",
-    "contra_ledger_account_id", "counterparty_id", "created_at", "currency", "debitable", "external_id", "ledger_account_id",
-    "legal_entity_id", "metadata", "name", "parent_account_id", "party_address", "party_name", "party_type", "routing_details",
-    "status", "updated_at", "vendor_id",
+    "id",
+    "object",
+    "live_mode",
+    "account_capabilities",
+    "account_details",
+    "account_type",
+    "connection",
+    "contra_ledger_account_id",
+    "counterparty_id",
+    "created_at",
+    "currency",
+    "debitable",
+    "external_id",
+    "ledger_account_id",
+    "legal_entity_id",
+    "metadata",
+    "name",
+    "parent_account_id",
+    "party_address",
+    "party_name",
+    "party_type",
+    "routing_details",
+    "status",
+    "updated_at",
+    "vendor_id",
 ];
 const CONNECTION_KEYS: &[&str] =
     &["id", "object", "live_mode", "vendor_id", "vendor_name", "vendor_customer_id", "created_at", "updated_at", "discarded_at"];
@@ -56,7 +124,8 @@ fn external_account_keys() -> Vec<&'static str> {
 }
 
 fn assert_keys(value: &Value, expected: &[&str], what: &str) {
-    let got: BTreeSet<&str> = value.as_object().unwrap_or_else(|| panic!("{what} is an object: {value}")).keys().map(String::as_str).collect();
+    let got: BTreeSet<&str> =
+        value.as_object().unwrap_or_else(|| panic!("{what} is an object: {value}")).keys().map(String::as_str).collect();
     let want: BTreeSet<&str> = expected.iter().copied().collect();
     let missing: Vec<_> = want.difference(&got).collect();
     let extra: Vec<_> = got.difference(&want).collect();
@@ -79,7 +148,9 @@ fn assert_account_shape(account: &Value, embedded: bool, what: &str) {
     assert!(account["party_name"].is_string(), "{what}: party_name is a string");
     assert!(account["verification_status"].is_string(), "{what}: verification_status");
     assert!(account["metadata"].is_object(), "{what}: metadata is an object");
-    for (field, keys) in [("account_details", ACCOUNT_DETAIL_KEYS), ("routing_details", ROUTING_DETAIL_KEYS), ("contact_details", CONTACT_DETAIL_KEYS)] {
+    for (field, keys) in
+        [("account_details", ACCOUNT_DETAIL_KEYS), ("routing_details", ROUTING_DETAIL_KEYS), ("contact_details", CONTACT_DETAIL_KEYS)]
+    {
         for (i, item) in account[field].as_array().unwrap_or_else(|| panic!("{what}.{field} is an array")).iter().enumerate() {
             assert_keys(item, keys, &format!("{what}.{field}[{i}]"));
         }
@@ -387,7 +458,10 @@ async fn e_external_account_crud() {
     assert!(patched["updated_at"].as_str() > account["updated_at"].as_str(), "updated_at moves forward");
     assert_eq!(fetch(&server, &path, &key).await, patched);
     assert!(fetch(&server, &format!("/api/counterparties/{owner1}"), &key).await["accounts"].as_array().unwrap().is_empty(), "moved away");
-    assert_eq!(ids(fetch(&server, &format!("/api/counterparties/{owner2}"), &key).await["accounts"].as_array().unwrap()), vec![acct_id.clone()]);
+    assert_eq!(
+        ids(fetch(&server, &format!("/api/counterparties/{owner2}"), &key).await["accounts"].as_array().unwrap()),
+        vec![acct_id.clone()]
+    );
     let cleared = patch(&server, &path, &key, json!({"party_type": null, "name": null})).await;
     assert_eq!((&cleared["party_type"], &cleared["name"]), (&Value::Null, &Value::Null));
 
@@ -440,7 +514,10 @@ async fn e_internal_account_crud() {
     server.clock.advance_secs(5);
     let patched = patch(&server, &path, &key, json!({"name": "Operating 2", "metadata": {"a": "b"}, "external_id": "op-1"})).await;
     assert_internal_account_shape(&patched, "patched internal account");
-    assert_eq!((&patched["name"], &patched["metadata"], &patched["external_id"]), (&json!("Operating 2"), &json!({"a": "b"}), &json!("op-1")));
+    assert_eq!(
+        (&patched["name"], &patched["metadata"], &patched["external_id"]),
+        (&json!("Operating 2"), &json!({"a": "b"}), &json!("op-1"))
+    );
     assert_eq!(patched["currency"], "USD");
     assert_eq!(patched["created_at"], operating["created_at"]);
     assert!(patched["updated_at"].as_str() > operating["updated_at"].as_str());
@@ -481,7 +558,9 @@ async fn a3_tenant_isolation() {
     assert_eq!(cp["live_mode"], false);
 
     for (who, key) in [("another organization", &stranger), ("the same organization's live key", &owner_live)] {
-        for path in [format!("/api/counterparties/{cp_id}"), format!("/api/external_accounts/{acct_id}"), format!("/api/internal_accounts/{ia_id}")] {
+        for path in
+            [format!("/api/counterparties/{cp_id}"), format!("/api/external_accounts/{acct_id}"), format!("/api/internal_accounts/{ia_id}")]
+        {
             let (status, body) = status_of(server.get(&path, key)).await;
             assert_error(status, &body, 404, "resource_not_found");
             let (status, body) = status_of(server.patch(&path, key, &json!({"name": "Stolen"}))).await;
@@ -516,7 +595,8 @@ async fn a3_tenant_isolation() {
         assert_error(status, &body, 422, "parameter_invalid");
         assert_eq!(body["errors"]["parameter"], "counterparty_id", "{who}: {body}");
         let (status, body) =
-            status_of(server.post("/api/internal_accounts", key, &json!({"name": "X", "currency": "USD", "parent_account_id": ia_id}))).await;
+            status_of(server.post("/api/internal_accounts", key, &json!({"name": "X", "currency": "USD", "parent_account_id": ia_id})))
+                .await;
         assert_error(status, &body, 422, "parameter_invalid");
         assert_eq!(body["errors"]["parameter"], "parent_account_id", "{who}: {body}");
         let theirs = create(&server, "/api/external_accounts", key, json!({"party_name": "Theirs"})).await;
@@ -551,7 +631,11 @@ async fn l1_pagination() {
     let mut cursor = String::new();
     for round in 0.. {
         assert!(round < 5, "pagination terminates");
-        let path = if cursor.is_empty() { "/api/counterparties?per_page=3".to_owned() } else { format!("/api/counterparties?per_page=3&after_cursor={cursor}") };
+        let path = if cursor.is_empty() {
+            "/api/counterparties?per_page=3".to_owned()
+        } else {
+            format!("/api/counterparties?per_page=3&after_cursor={cursor}")
+        };
         let (items, next, per_page) = page(&server, &path, &key).await;
         assert_eq!(per_page, "3", "X-Per-Page");
         sizes.push(items.len());
@@ -617,7 +701,11 @@ async fn l1_pagination_under_concurrent_inserts() {
             let request = server.post("/api/counterparties", &key, &json!({"name": format!("During {round}.{j}")}));
             writers.push(tokio::spawn(async move { request.send().await.expect("insert").status().as_u16() }));
         }
-        let path = if cursor.is_empty() { "/api/counterparties?per_page=2".to_owned() } else { format!("/api/counterparties?per_page=2&after_cursor={cursor}") };
+        let path = if cursor.is_empty() {
+            "/api/counterparties?per_page=2".to_owned()
+        } else {
+            format!("/api/counterparties?per_page=2&after_cursor={cursor}")
+        };
         let (items, next, _) = page(&server, &path, &key).await;
         for writer in writers {
             assert_eq!(writer.await.unwrap(), 201);
@@ -667,7 +755,13 @@ async fn l2_metadata_filters() {
         json!({"name": "ACME Widgets", "email": "ap@widgets.example", "metadata": {"team": "a b&c", "tier": "silver"}}),
     )
     .await);
-    let cp3 = id(&create(&server, "/api/counterparties", &key, json!({"name": "Other Inc", "email": "x@other.example", "metadata": {"team": "other"}})).await);
+    let cp3 = id(&create(
+        &server,
+        "/api/counterparties",
+        &key,
+        json!({"name": "Other Inc", "email": "x@other.example", "metadata": {"team": "other"}}),
+    )
+    .await);
 
     let cases: Vec<(&str, Vec<&String>)> = vec![
         ("metadata%5Bteam%5D=a+b%26c", vec![&cp1, &cp2]),
@@ -677,7 +771,7 @@ async fn l2_metadata_filters() {
         ("metadata[team]=a+b%26c&metadata[tier]=bronze", vec![]),
         ("metadata[cost+center]=R%26D", vec![&cp1]),
         ("metadata%5Bcost%20center%5D=R%26D", vec![&cp1]),
-        ("metadata[team]=a", vec![], ),
+        ("metadata[team]=a", vec![]),
         ("metadata[team]=other&unknown=1&foo%5Bbar%5D=baz&page=7", vec![&cp3]),
         ("no_such_filter=1", vec![&cp1, &cp2, &cp3]),
         ("name=acme", vec![&cp1, &cp2]),
@@ -695,12 +789,16 @@ async fn l2_metadata_filters() {
     }
 
     // The same filters on accounts.
-    let ea = id(&create(&server, "/api/external_accounts", &key, json!({"party_name": "Jane Q. Public", "metadata": {"use": "pay roll&more"}})).await);
+    let ea =
+        id(&create(&server, "/api/external_accounts", &key, json!({"party_name": "Jane Q. Public", "metadata": {"use": "pay roll&more"}}))
+            .await);
     create(&server, "/api/external_accounts", &key, json!({"party_name": "Somebody", "metadata": {"use": "other"}})).await;
     assert_eq!(ids(&list(&server, "/api/external_accounts?metadata[use]=pay+roll%26more", &key).await), vec![ea.clone()]);
     assert_eq!(ids(&list(&server, "/api/external_accounts?metadata%5Buse%5D=pay%20roll%26more&x=y", &key).await), vec![ea.clone()]);
     assert_eq!(ids(&list(&server, "/api/external_accounts?party_name=jane+q", &key).await), vec![ea]);
-    let ia = id(&create(&server, "/api/internal_accounts", &key, json!({"name": "Ops", "currency": "USD", "metadata": {"desk": "fx ops"}})).await);
+    let ia =
+        id(&create(&server, "/api/internal_accounts", &key, json!({"name": "Ops", "currency": "USD", "metadata": {"desk": "fx ops"}}))
+            .await);
     create(&server, "/api/internal_accounts", &key, json!({"name": "Other", "currency": "USD"})).await;
     assert_eq!(ids(&list(&server, "/api/internal_accounts?metadata[desk]=fx+ops", &key).await), vec![ia.clone()]);
     assert_eq!(ids(&list(&server, "/api/internal_accounts?metadata[desk]=fx%20ops&currency=USD", &key).await), vec![ia]);
@@ -730,7 +828,9 @@ fn assert_event(event: &Value, resource: &str, name: &str, entity_id: &str, data
 async fn e4_events_written() {
     let server = TestServer::start().await;
     let key = server.key().await;
-    let cp = create(&server, "/api/counterparties", &key, json!({"name": "Evented", "accounts": [aba_account("1111"), aba_account("2222")]})).await;
+    let cp =
+        create(&server, "/api/counterparties", &key, json!({"name": "Evented", "accounts": [aba_account("1111"), aba_account("2222")]}))
+            .await;
     let cp_id = id(&cp);
     let events = events_of(&server, &key, &cp_id).await;
     assert_eq!(events.len(), 1, "{events:?}");
@@ -868,37 +968,163 @@ async fn l3_every_422_names_its_parameter() {
         (post, cp.into(), one(json!({"account_type": "bogus"})), "parameter_invalid", "accounts[0].account_type"),
         (post, cp.into(), one(json!({"party_type": "robot"})), "parameter_invalid", "accounts[0].party_type"),
         (post, cp.into(), one(json!({"party_name": ""})), "parameter_invalid", "accounts[0].party_name"),
-        (post, cp.into(), one(json!({"account_details": [{"account_number": "1234 5678"}]})), "parameter_invalid", "accounts[0].account_details[0].account_number"),
-        (post, cp.into(), one(json!({"account_details": [{"account_number": ""}]})), "parameter_invalid", "accounts[0].account_details[0].account_number"),
-        (post, cp.into(), one(json!({"account_details": [{"account_number": "1".repeat(35)}]})), "parameter_invalid", "accounts[0].account_details[0].account_number"),
+        (
+            post,
+            cp.into(),
+            one(json!({"account_details": [{"account_number": "1234 5678"}]})),
+            "parameter_invalid",
+            "accounts[0].account_details[0].account_number",
+        ),
+        (
+            post,
+            cp.into(),
+            one(json!({"account_details": [{"account_number": ""}]})),
+            "parameter_invalid",
+            "accounts[0].account_details[0].account_number",
+        ),
+        (
+            post,
+            cp.into(),
+            one(json!({"account_details": [{"account_number": "1".repeat(35)}]})),
+            "parameter_invalid",
+            "accounts[0].account_details[0].account_number",
+        ),
         (post, cp.into(), one(json!({"account_details": [{}]})), "parameter_missing", "accounts[0].account_details[0].account_number"),
-        (post, cp.into(), one(json!({"account_details": [{"account_number": "GB82WEST12345698765431", "account_number_type": "iban"}]})), "parameter_invalid", "accounts[0].account_details[0].account_number"),
-        (post, cp.into(), one(json!({"account_details": [{"account_number": "123", "account_number_type": "nope"}]})), "parameter_invalid", "accounts[0].account_details[0].account_number_type"),
-        (post, cp.into(), one(json!({"routing_details": [{"routing_number": "121141823", "routing_number_type": "aba"}]})), "parameter_invalid", "accounts[0].routing_details[0].routing_number"),
-        (post, cp.into(), one(json!({"routing_details": [{"routing_number": "12114182", "routing_number_type": "aba"}]})), "parameter_invalid", "accounts[0].routing_details[0].routing_number"),
-        (post, cp.into(), one(json!({"routing_details": [{"routing_number": "121141822", "routing_number_type": "abba"}]})), "parameter_invalid", "accounts[0].routing_details[0].routing_number_type"),
-        (post, cp.into(), one(json!({"routing_details": [{"routing_number": "121141822"}]})), "parameter_missing", "accounts[0].routing_details[0].routing_number_type"),
-        (post, cp.into(), one(json!({"routing_details": [{"routing_number": "121141822", "routing_number_type": "aba", "payment_type": "pigeon"}]})), "parameter_invalid", "accounts[0].routing_details[0].payment_type"),
-        (post, cp.into(), one(json!({"routing_details": [{"routing_number": "deutdeff", "routing_number_type": "swift"}]})), "parameter_invalid", "accounts[0].routing_details[0].routing_number"),
-        (post, cp.into(), one(json!({"contact_details": [{"contact_identifier": "nope", "contact_identifier_type": "email"}]})), "parameter_invalid", "accounts[0].contact_details[0].contact_identifier"),
-        (post, cp.into(), one(json!({"contact_details": [{"contact_identifier": "x", "contact_identifier_type": "fax"}]})), "parameter_invalid", "accounts[0].contact_details[0].contact_identifier_type"),
-        (post, cp.into(), one(json!({"party_address": {"line1": "l".repeat(256)}})), "parameter_invalid", "accounts[0].party_address.line1"),
+        (
+            post,
+            cp.into(),
+            one(json!({"account_details": [{"account_number": "GB82WEST12345698765431", "account_number_type": "iban"}]})),
+            "parameter_invalid",
+            "accounts[0].account_details[0].account_number",
+        ),
+        (
+            post,
+            cp.into(),
+            one(json!({"account_details": [{"account_number": "123", "account_number_type": "nope"}]})),
+            "parameter_invalid",
+            "accounts[0].account_details[0].account_number_type",
+        ),
+        (
+            post,
+            cp.into(),
+            one(json!({"routing_details": [{"routing_number": "121141823", "routing_number_type": "aba"}]})),
+            "parameter_invalid",
+            "accounts[0].routing_details[0].routing_number",
+        ),
+        (
+            post,
+            cp.into(),
+            one(json!({"routing_details": [{"routing_number": "12114182", "routing_number_type": "aba"}]})),
+            "parameter_invalid",
+            "accounts[0].routing_details[0].routing_number",
+        ),
+        (
+            post,
+            cp.into(),
+            one(json!({"routing_details": [{"routing_number": "121141822", "routing_number_type": "abba"}]})),
+            "parameter_invalid",
+            "accounts[0].routing_details[0].routing_number_type",
+        ),
+        (
+            post,
+            cp.into(),
+            one(json!({"routing_details": [{"routing_number": "121141822"}]})),
+            "parameter_missing",
+            "accounts[0].routing_details[0].routing_number_type",
+        ),
+        (
+            post,
+            cp.into(),
+            one(json!({"routing_details": [{"routing_number": "121141822", "routing_number_type": "aba", "payment_type": "pigeon"}]})),
+            "parameter_invalid",
+            "accounts[0].routing_details[0].payment_type",
+        ),
+        (
+            post,
+            cp.into(),
+            one(json!({"routing_details": [{"routing_number": "deutdeff", "routing_number_type": "swift"}]})),
+            "parameter_invalid",
+            "accounts[0].routing_details[0].routing_number",
+        ),
+        (
+            post,
+            cp.into(),
+            one(json!({"contact_details": [{"contact_identifier": "nope", "contact_identifier_type": "email"}]})),
+            "parameter_invalid",
+            "accounts[0].contact_details[0].contact_identifier",
+        ),
+        (
+            post,
+            cp.into(),
+            one(json!({"contact_details": [{"contact_identifier": "x", "contact_identifier_type": "fax"}]})),
+            "parameter_invalid",
+            "accounts[0].contact_details[0].contact_identifier_type",
+        ),
+        (
+            post,
+            cp.into(),
+            one(json!({"party_address": {"line1": "l".repeat(256)}})),
+            "parameter_invalid",
+            "accounts[0].party_address.line1",
+        ),
         (post, cp.into(), one(json!({"metadata": {"k": true}})), "parameter_invalid", "accounts[0].metadata.k"),
         (post, cp.into(), one(json!({"ledger_account": {}})), "parameter_invalid", "accounts[0].ledger_account"),
         (post, cp.into(), one(json!({"plaid_processor_token": "tok"})), "parameter_invalid", "accounts[0].plaid_processor_token"),
-        (post, cp.into(), json!({"name": "N", "accounts": [{}, {"account_type": "bogus"}]}), "parameter_invalid", "accounts[1].account_type"),
+        (
+            post,
+            cp.into(),
+            json!({"name": "N", "accounts": [{}, {"account_type": "bogus"}]}),
+            "parameter_invalid",
+            "accounts[1].account_type",
+        ),
         // External accounts.
         (post, ea.into(), json!({"counterparty_id": nobody}), "parameter_invalid", "counterparty_id"),
         (post, ea.into(), json!({"counterparty_id": "not-a-uuid"}), "parameter_invalid", "counterparty_id"),
         (post, ea.into(), json!({"counterparty_id": 7}), "parameter_invalid", "counterparty_id"),
         (post, ea.into(), json!({"account_type": "bogus"}), "parameter_invalid", "account_type"),
         (post, ea.into(), json!({"party_type": "robot"}), "parameter_invalid", "party_type"),
-        (post, ea.into(), json!({"account_details": [{"account_number": "12 34"}]}), "parameter_invalid", "account_details[0].account_number"),
-        (post, ea.into(), json!({"account_details": [{"account_number": "12-34"}]}), "parameter_invalid", "account_details[0].account_number"),
-        (post, ea.into(), json!({"account_details": [{"account_number": "DE00123", "account_number_type": "iban"}]}), "parameter_invalid", "account_details[0].account_number"),
-        (post, ea.into(), json!({"routing_details": [{"routing_number": "021000022", "routing_number_type": "aba"}]}), "parameter_invalid", "routing_details[0].routing_number"),
-        (post, ea.into(), json!({"routing_details": [{"routing_number": "12345", "routing_number_type": "gb_sort_code"}]}), "parameter_invalid", "routing_details[0].routing_number"),
-        (post, ea.into(), json!({"routing_details": [{"routing_number_type": "aba"}]}), "parameter_missing", "routing_details[0].routing_number"),
+        (
+            post,
+            ea.into(),
+            json!({"account_details": [{"account_number": "12 34"}]}),
+            "parameter_invalid",
+            "account_details[0].account_number",
+        ),
+        (
+            post,
+            ea.into(),
+            json!({"account_details": [{"account_number": "12-34"}]}),
+            "parameter_invalid",
+            "account_details[0].account_number",
+        ),
+        (
+            post,
+            ea.into(),
+            json!({"account_details": [{"account_number": "DE00123", "account_number_type": "iban"}]}),
+            "parameter_invalid",
+            "account_details[0].account_number",
+        ),
+        (
+            post,
+            ea.into(),
+            json!({"routing_details": [{"routing_number": "021000022", "routing_number_type": "aba"}]}),
+            "parameter_invalid",
+            "routing_details[0].routing_number",
+        ),
+        (
+            post,
+            ea.into(),
+            json!({"routing_details": [{"routing_number": "12345", "routing_number_type": "gb_sort_code"}]}),
+            "parameter_invalid",
+            "routing_details[0].routing_number",
+        ),
+        (
+            post,
+            ea.into(),
+            json!({"routing_details": [{"routing_number_type": "aba"}]}),
+            "parameter_missing",
+            "routing_details[0].routing_number",
+        ),
         (post, ea.into(), json!({"metadata": {"k": 1.5}}), "parameter_invalid", "metadata.k"),
         (post, ea.into(), json!({"name": ""}), "parameter_invalid", "name"),
         (post, ea.into(), json!({"party_address": {"country": 1}}), "parameter_invalid", "party_address.country"),
@@ -917,8 +1143,20 @@ async fn l3_every_422_names_its_parameter() {
         (post, ia.into(), json!({"name": "Ops", "currency": "USD", "connection_id": nobody}), "parameter_invalid", "connection_id"),
         (post, ia.into(), json!({"name": "Ops", "currency": "USD", "debitable": "yes"}), "parameter_invalid", "debitable"),
         (post, ia.into(), json!({"name": "Ops", "currency": "USD", "metadata": {"k": 2}}), "parameter_invalid", "metadata.k"),
-        (post, ia.into(), json!({"name": "Ops", "currency": "USD", "account_capabilities": [{"direction": "sideways", "payment_type": "ach"}]}), "parameter_invalid", "account_capabilities[0].direction"),
-        (post, ia.into(), json!({"name": "Ops", "currency": "USD", "account_capabilities": [{"direction": "credit", "payment_type": "pigeon"}]}), "parameter_invalid", "account_capabilities[0].payment_type"),
+        (
+            post,
+            ia.into(),
+            json!({"name": "Ops", "currency": "USD", "account_capabilities": [{"direction": "sideways", "payment_type": "ach"}]}),
+            "parameter_invalid",
+            "account_capabilities[0].direction",
+        ),
+        (
+            post,
+            ia.into(),
+            json!({"name": "Ops", "currency": "USD", "account_capabilities": [{"direction": "credit", "payment_type": "pigeon"}]}),
+            "parameter_invalid",
+            "account_capabilities[0].payment_type",
+        ),
         // Updates.
         ("PATCH", format!("{cp}/{cp_id}"), json!({"email": "bad"}), "parameter_invalid", "email"),
         ("PATCH", format!("{cp}/{cp_id}"), json!({"name": ""}), "parameter_invalid", "name"),
@@ -989,7 +1227,8 @@ async fn l3_body_errors_and_unknown_fields() {
         let (status, reply) = status_of(raw(body, Some("application/json"))).await;
         assert_error(status, &reply, 400, "malformed_json");
         assert!(!reply.to_string().contains("Something went wrong"), "{case}");
-        let (status, reply) = status_of(raw(body, Some("application/json")).header("Idempotency-Key", format!("mj-{}", case.replace(' ', "-")))).await;
+        let (status, reply) =
+            status_of(raw(body, Some("application/json")).header("Idempotency-Key", format!("mj-{}", case.replace(' ', "-")))).await;
         assert_error(status, &reply, 400, "malformed_json");
     }
     let (status, reply) = status_of(raw("{\"name\":\"A\"}", Some("text/plain"))).await;
@@ -1001,7 +1240,10 @@ async fn l3_body_errors_and_unknown_fields() {
     let (status, reply) = status_of(raw("{\"name\":\"A\"}", Some("application/json; charset=utf-8"))).await;
     assert_eq!(status, 201, "a charset parameter is fine: {reply}");
     let (status, reply) = status_of(
-        server.req(reqwest::Method::PATCH, &format!("/api/counterparties/{}", id(&reply)), &key).header("content-type", "text/plain").body("{}"),
+        server
+            .req(reqwest::Method::PATCH, &format!("/api/counterparties/{}", id(&reply)), &key)
+            .header("content-type", "text/plain")
+            .body("{}"),
     )
     .await;
     assert_error(status, &reply, 415, "unsupported_media_type");
@@ -1019,7 +1261,8 @@ async fn l3_body_errors_and_unknown_fields() {
     assert_error(status, &reply, 413, "request_too_large");
     let (status, reply) = status_of(server.patch("/api/counterparties/00000000-0000-4000-8000-000000000000", &key, &big)).await;
     assert!(status == 413 || status == 404, "PATCH over the limit: {status} {reply}");
-    let (status, reply) = status_of(server.post("/api/counterparties", &key, &json!({"name": "Small"})).header("Idempotency-Key", "big")).await;
+    let (status, reply) =
+        status_of(server.post("/api/counterparties", &key, &json!({"name": "Small"})).header("Idempotency-Key", "big")).await;
     assert_eq!(status, 201, "a 413 stored nothing under its key (I5): {reply}");
 
     // Unknown fields are ignored, at every level.
@@ -1033,9 +1276,11 @@ async fn l3_body_errors_and_unknown_fields() {
     .await;
     assert_counterparty_shape(&created, "counterparty created with unknown fields");
     assert!(created.get("brand_new_field").is_none());
-    let patched = patch(&server, &format!("/api/counterparties/{}", id(&created)), &key, json!({"name": "Future 2", "unknown": [1, 2]})).await;
+    let patched =
+        patch(&server, &format!("/api/counterparties/{}", id(&created)), &key, json!({"name": "Future 2", "unknown": [1, 2]})).await;
     assert_eq!(patched["name"], "Future 2");
-    let ia = create(&server, "/api/internal_accounts", &key, json!({"name": "Ops", "currency": "USD", "vendor_attributes": {"a": "b"}})).await;
+    let ia =
+        create(&server, "/api/internal_accounts", &key, json!({"name": "Ops", "currency": "USD", "vendor_attributes": {"a": "b"}})).await;
     assert_internal_account_shape(&ia, "internal account created with unknown fields");
 
     // No such route, no such method.
@@ -1114,7 +1359,9 @@ async fn l3_limits_accept_their_boundaries() {
     .await;
     assert_eq!(created["name"].as_str().unwrap().len(), 255);
     assert_eq!(created["metadata"].as_object().unwrap().len(), 50);
-    let edge = create(&server, "/api/counterparties", &key, json!({"name": "Edge", "metadata": {"k".repeat(100): "v".repeat(500), "empty": ""}})).await;
+    let edge =
+        create(&server, "/api/counterparties", &key, json!({"name": "Edge", "metadata": {"k".repeat(100): "v".repeat(500), "empty": ""}}))
+            .await;
     assert_eq!(edge["metadata"]["empty"], "", "an empty metadata value is allowed");
     let twenty: Vec<Value> = (0..20).map(|_| json!({})).collect();
     let many = create(&server, "/api/counterparties", &key, json!({"name": "Twenty", "accounts": twenty})).await;

@@ -26,7 +26,12 @@ const RUN_LIMIT: Duration = Duration::from_secs(900);
 async fn early_replies_reach_clients_sending_large_bodies() {
     let server = TestServer::start().await;
     let key = server.key().await;
-    let created = server.post("/api/counterparties", &key, &json!({"name": "first"})).header("Idempotency-Key", "large-body-replay").send().await.unwrap();
+    let created = server
+        .post("/api/counterparties", &key, &json!({"name": "first"}))
+        .header("Idempotency-Key", "large-body-replay")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(created.status(), 201);
     let large = serde_json::to_vec(&json!({"name": "second", "pad": "p".repeat(200_000)})).unwrap();
     for _ in 0..10 {
@@ -41,7 +46,10 @@ async fn early_replies_reach_clients_sending_large_bodies() {
             .send()
             .await
             .expect("the replay reaches the client");
-        assert_eq!((replay.status().as_u16(), replay.headers().get("idempotent-replayed").map(|v| v.to_str().unwrap().to_owned())), (201, Some("true".into())));
+        assert_eq!(
+            (replay.status().as_u16(), replay.headers().get("idempotent-replayed").map(|v| v.to_str().unwrap().to_owned())),
+            (201, Some("true".into()))
+        );
         let refused = client
             .post(server.url("/api/counterparties"))
             .basic_auth("x-api-key", Some("pr_sandbox_not-a-key"))
@@ -78,6 +86,8 @@ async fn schemathesis_finds_nothing() {
     }
     match status {
         None => panic!("compat/fuzz.sh did not finish within {} s", RUN_LIMIT.as_secs()),
-        Some(status) => assert!(status.success(), "compat/fuzz.sh failed ({status}): schemathesis found failures or could not run; its output is above"),
+        Some(status) => {
+            assert!(status.success(), "compat/fuzz.sh failed ({status}): schemathesis found failures or could not run; its output is above")
+        }
     }
 }

@@ -25,6 +25,8 @@ async fn official_sdks_work_unchanged() {
     println!("---- compat/run.sh output ({:.1} s) ----\n{output}---- end of compat/run.sh output ----", took.as_secs_f64());
     match status {
         None => panic!("compat/run.sh did not finish within {} s", RUN_LIMIT.as_secs()),
-        Some(status) => assert!(status.success(), "compat/run.sh failed ({status}): an SDK suite failed or could not be installed; its output is above"),
+        Some(status) => {
+            assert!(status.success(), "compat/run.sh failed ({status}): an SDK suite failed or could not be installed; its output is above")
+        }
     }
 }

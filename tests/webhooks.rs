@@ -178,7 +178,13 @@ async fn deliveries(server: &TestServer, key: &Key, endpoint_id: &str, query: &s
 }
 
 /// Waits (bounded) until the endpoint's deliveries satisfy `done`.
-async fn wait_deliveries(server: &TestServer, key: &Key, endpoint_id: &str, limit: Duration, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+async fn wait_deliveries(
+    server: &TestServer,
+    key: &Key,
+    endpoint_id: &str,
+    limit: Duration,
+    done: impl Fn(&[Value]) -> bool,
+) -> Vec<Value> {
     let start = Instant::now();
     loop {
         let list = deliveries(server, key, endpoint_id, "").await;
@@ -216,7 +222,12 @@ async fn w1_secret_only_in_the_create_reply_and_w2_signed_body() {
     assert!(secret.len() >= 40, "a long random secret: {secret}");
 
     // An idempotent replay is the same reply, byte for byte (the same secret, no new endpoint).
-    let replay = server.post("/api/webhook_endpoints", &key, &json!({"url": receiver.url()})).header("Idempotency-Key", "make-hook-1").send().await.unwrap();
+    let replay = server
+        .post("/api/webhook_endpoints", &key, &json!({"url": receiver.url()}))
+        .header("Idempotency-Key", "make-hook-1")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(replay.headers().get("idempotent-replayed").map(|v| v.to_str().unwrap()), Some("true"));
     assert_eq!(json(replay).await.1, created);
 
@@ -272,7 +283,8 @@ async fn w3_retries_after_500s_and_a_timeout_with_the_same_webhook_id() {
     receiver.script(&[Reply::Status(500), Reply::Status(503), Reply::SleepThenOk(Duration::from_millis(1_500))], Reply::Status(200));
     let (id, _) = endpoint(&server, &key, json!({"url": receiver.url()})).await;
     let made = counterparty(&server, &key, "Retried").await;
-    let list = wait_deliveries(&server, &key, &id, Duration::from_secs(20), |l| l.first().is_some_and(|d| d["status"] == "delivered")).await;
+    let list =
+        wait_deliveries(&server, &key, &id, Duration::from_secs(20), |l| l.first().is_some_and(|d| d["status"] == "delivered")).await;
     let hits = receiver.hits();
     assert_eq!(hits.len(), 4, "500, 503, timeout, 200");
     assert!(hits.iter().all(|h| h.webhook_id == hits[0].webhook_id), "the same X-Webhook-ID on every retry");
@@ -297,7 +309,10 @@ async fn w3_a_receiver_down_across_a_restart_still_gets_every_event() {
         let made = counterparty(&server, &key, &format!("Down {i}")).await;
         names.push(made["id"].as_str().unwrap().to_owned());
     }
-    let failed = wait_deliveries(&server, &key, &id, Duration::from_secs(10), |l| l.len() == 5 && l.iter().all(|d| d["attempts"].as_u64() >= Some(1))).await;
+    let failed = wait_deliveries(&server, &key, &id, Duration::from_secs(10), |l| {
+        l.len() == 5 && l.iter().all(|d| d["attempts"].as_u64() >= Some(1))
+    })
+    .await;
     assert!(failed.iter().all(|d| d["status"] == "pending" && d["last_error"].is_string()), "{failed:#?}");
     let dir = server.stop().await;
     let receiver = Receiver::start_on(port).await;
@@ -346,14 +361,19 @@ async fn event_names_filter_what_an_endpoint_is_sent() {
     let some = Receiver::start().await;
     endpoint(&server, &key, json!({"url": all.url()})).await;
     let (status, created) = json(
-        server.post("/api/webhook_endpoints", &key, &json!({"url": some.url(), "event_names": ["updated", "counterparty.deleted"]})).send().await.unwrap(),
+        server
+            .post("/api/webhook_endpoints", &key, &json!({"url": some.url(), "event_names": ["updated", "counterparty.deleted"]}))
+            .send()
+            .await
+            .unwrap(),
     )
     .await;
     assert_eq!(status, 201);
     assert_eq!(created["event_names"], json!(["updated", "counterparty.deleted"]));
     let made = counterparty(&server, &key, "Filtered").await;
     let id = made["id"].as_str().unwrap();
-    let (status, _) = json(server.patch(&format!("/api/counterparties/{id}"), &key, &json!({"name": "Renamed"})).send().await.unwrap()).await;
+    let (status, _) =
+        json(server.patch(&format!("/api/counterparties/{id}"), &key, &json!({"name": "Renamed"})).send().await.unwrap()).await;
     assert_eq!(status, 200);
     assert_eq!(server.delete(&format!("/api/counterparties/{id}"), &key).send().await.unwrap().status().as_u16(), 204);
     // Every event: the other endpoint's creation (E4: endpoints are resources too) and three.
@@ -368,7 +388,9 @@ async fn event_names_filter_what_an_endpoint_is_sent() {
     names.sort();
     assert_eq!(names, ["deleted", "updated"]);
 
-    let (status, body) = json(server.post("/api/webhook_endpoints", &key, &json!({"url": some.url(), "event_names": ["Not Valid"]})).send().await.unwrap()).await;
+    let (status, body) =
+        json(server.post("/api/webhook_endpoints", &key, &json!({"url": some.url(), "event_names": ["Not Valid"]})).send().await.unwrap())
+            .await;
     assert_error(status, &body, 422, "parameter_invalid");
     assert_eq!(body["errors"]["parameter"], "event_names[0]");
 }
@@ -426,14 +448,20 @@ async fn w1_url_rules_refuse_private_addresses_and_plain_http() {
         assert_error(status, &body, 422, "parameter_invalid");
         assert_eq!(body["errors"]["parameter"], "url", "{url}: {body}");
     }
-    let (status, body) = json(server.post("/api/webhook_endpoints", &live, &json!({"url": "http://hooks.example.com/hook"})).send().await.unwrap()).await;
+    let (status, body) =
+        json(server.post("/api/webhook_endpoints", &live, &json!({"url": "http://hooks.example.com/hook"})).send().await.unwrap()).await;
     assert_eq!(status, 422);
     assert!(body["errors"]["message"].as_str().unwrap().contains("https in live mode"), "{body}");
     let (status, body) = json(server.post("/api/webhook_endpoints", &sandbox, &json!({})).send().await.unwrap()).await;
     assert_error(status, &body, 422, "parameter_missing");
     assert_eq!(body["errors"]["parameter"], "url");
     // Accepted: https to a public name (live or not), and http to loopback for development.
-    for (key, url) in [(&live, "https://hooks.example.com/payrail"), (&sandbox, "http://127.0.0.1:9/hook"), (&live, "http://localhost:9/hook"), (&sandbox, "http://[::1]:9/hook")] {
+    for (key, url) in [
+        (&live, "https://hooks.example.com/payrail"),
+        (&sandbox, "http://127.0.0.1:9/hook"),
+        (&live, "http://localhost:9/hook"),
+        (&sandbox, "http://[::1]:9/hook"),
+    ] {
         let (status, body) = json(server.post("/api/webhook_endpoints", key, &json!({"url": url})).send().await.unwrap()).await;
         assert_eq!(status, 201, "{url}: {body}");
         assert_eq!(body["live_mode"], key.secret.starts_with("pr_live_"));
@@ -454,7 +482,9 @@ async fn ssrf_is_checked_again_at_delivery_time() {
     let dir = server.stop().await;
     let server = TestServer::start_in(dir, fast).await;
     counterparty(&server, &key, "Refused").await;
-    let list = wait_deliveries(&server, &key, &id, Duration::from_secs(10), |l| l.first().is_some_and(|d| d["attempts"].as_u64() >= Some(1))).await;
+    let list =
+        wait_deliveries(&server, &key, &id, Duration::from_secs(10), |l| l.first().is_some_and(|d| d["attempts"].as_u64() >= Some(1)))
+            .await;
     let error = list[0]["last_error"].as_str().unwrap();
     assert!(error.contains("refused") && error.contains("10.255.255.1"), "{error}");
     assert_eq!(list[0]["last_status_code"], Value::Null);
@@ -474,7 +504,8 @@ async fn deliveries_are_listed_paged_and_a_failed_one_can_be_resent() {
     let (id, _) = endpoint(&server, &key, json!({"url": receiver.url()})).await;
     counterparty(&server, &key, "First").await;
     counterparty(&server, &key, "Second").await;
-    let list = wait_deliveries(&server, &key, &id, Duration::from_secs(15), |l| l.len() == 2 && l.iter().all(|d| d["status"] == "failed")).await;
+    let list =
+        wait_deliveries(&server, &key, &id, Duration::from_secs(15), |l| l.len() == 2 && l.iter().all(|d| d["status"] == "failed")).await;
     assert!(list.iter().all(|d| d["attempts"].as_u64() >= Some(2) && d["last_status_code"] == 500), "{list:#?}");
     assert!(list.iter().all(|d| d["next_attempt_at"].is_null()));
 
@@ -484,7 +515,8 @@ async fn deliveries_are_listed_paged_and_a_failed_one_can_be_resent() {
     assert!(!cursor.is_empty());
     let (_, page1) = json(first_page).await;
     assert_eq!(page1[0]["id"], list[0]["id"]);
-    let second = server.get(&format!("/api/webhook_endpoints/{id}/deliveries?per_page=1&after_cursor={cursor}"), &key).send().await.unwrap();
+    let second =
+        server.get(&format!("/api/webhook_endpoints/{id}/deliveries?per_page=1&after_cursor={cursor}"), &key).send().await.unwrap();
     assert_eq!(second.headers().get("x-after-cursor").unwrap().to_str().unwrap(), "");
     assert_eq!(json(second).await.1[0]["id"], list[1]["id"]);
     assert_eq!(deliveries(&server, &key, &id, "&status=failed").await.len(), 2);
@@ -501,7 +533,10 @@ async fn deliveries_are_listed_paged_and_a_failed_one_can_be_resent() {
     assert_eq!(body["status"], "pending");
     let hits = receiver.wait_for("the resent delivery", Duration::from_secs(10), |h| h.len() > before).await;
     assert_eq!(hits.last().unwrap().webhook_id, target, "a resend keeps the X-Webhook-ID");
-    let delivered = wait_deliveries(&server, &key, &id, Duration::from_secs(5), |l| l.iter().any(|d| d["id"] == target.as_str() && d["status"] == "delivered")).await;
+    let delivered = wait_deliveries(&server, &key, &id, Duration::from_secs(5), |l| {
+        l.iter().any(|d| d["id"] == target.as_str() && d["status"] == "delivered")
+    })
+    .await;
     assert!(delivered.iter().any(|d| d["id"] == list[0]["id"] && d["status"] == "failed"), "the other stays failed");
     let (status, body) = json(server.post(&resend, &key, &json!({})).send().await.unwrap()).await;
     assert_error(status, &body, 409, "conflict");
@@ -524,9 +559,16 @@ async fn cli_operations_create_list_and_delete_endpoints() {
     let receiver = Receiver::start().await;
     let input = EndpointInput { url: Some(receiver.url()), event_names: Some(vec!["created".into()]) };
     let now = server.clock.as_ref();
-    let reply = webhook::create_for(server.store.as_ref(), payrail::domain::time::Clock::now(now), "cli-org", Mode::Sandbox, &input, &UrlPolicy::default())
-        .await
-        .unwrap();
+    let reply = webhook::create_for(
+        server.store.as_ref(),
+        payrail::domain::time::Clock::now(now),
+        "cli-org",
+        Mode::Sandbox,
+        &input,
+        &UrlPolicy::default(),
+    )
+    .await
+    .unwrap();
     let created: Value = serde_json::from_str(&reply).unwrap();
     let id = created["id"].as_str().unwrap().to_owned();
     assert!(created["secret"].is_string());

@@ -4,8 +4,8 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 
-use super::{created_json, listed, no_content, ok_json, page_spec, param};
 use super::{MetadataParams, PageParams};
+use super::{created_json, listed, no_content, ok_json, page_spec, param};
 use crate::domain::counterparty::{self, Counterparty, CounterpartyFilter, CounterpartyInput, CounterpartyPatch};
 use crate::domain::listing::time_bound;
 use crate::error::Error;
@@ -109,7 +109,12 @@ pub async fn update(
     params(("id" = String, Path, description = "The resource's id.")),
     responses((status = 204, description = "Deleted, with its accounts.")),
 )]
-pub async fn delete(State(state): State<AppState>, principal: Principal, write: WriteContext, PathId(id): PathId) -> Result<Response, Error> {
+pub async fn delete(
+    State(state): State<AppState>,
+    principal: Principal,
+    write: WriteContext,
+    PathId(id): PathId,
+) -> Result<Response, Error> {
     let scope = principal.scope();
     counterparty::delete(&state.ctx(&scope), &state.committer(&write, StatusCode::NO_CONTENT), &id).await?;
     Ok(no_content())

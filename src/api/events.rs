@@ -3,8 +3,8 @@
 use axum::extract::State;
 use axum::response::Response;
 
-use super::{listed, ok_json, page_spec, param};
 use super::PageParams;
+use super::{listed, ok_json, page_spec, param};
 use crate::domain::event::{self, EventDoc, EventFilter};
 use crate::domain::listing::time_bound;
 use crate::error::Error;

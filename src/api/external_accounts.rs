@@ -4,8 +4,8 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 
-use super::{created_json, listed, no_content, ok_json, page_spec, param};
 use super::{MetadataParams, PageParams};
+use super::{created_json, listed, no_content, ok_json, page_spec, param};
 use crate::domain::external_account::{self, ExternalAccount, ExternalAccountFilter, ExternalAccountInput, ExternalAccountPatch};
 use crate::error::Error;
 use crate::http::AppState;
@@ -104,7 +104,12 @@ pub async fn update(
     params(("id" = String, Path, description = "The resource's id.")),
     responses((status = 204, description = "Deleted.")),
 )]
-pub async fn delete(State(state): State<AppState>, principal: Principal, write: WriteContext, PathId(id): PathId) -> Result<Response, Error> {
+pub async fn delete(
+    State(state): State<AppState>,
+    principal: Principal,
+    write: WriteContext,
+    PathId(id): PathId,
+) -> Result<Response, Error> {
     let scope = principal.scope();
     external_account::delete(&state.ctx(&scope), &state.committer(&write, StatusCode::NO_CONTENT), &id).await?;
     Ok(no_content())

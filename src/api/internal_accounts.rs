@@ -4,8 +4,8 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 
-use super::{created_json, listed, ok_json, page_spec, param};
 use super::{MetadataParams, PageParams};
+use super::{created_json, listed, ok_json, page_spec, param};
 use crate::domain::internal_account::{self, InternalAccount, InternalAccountFilter, InternalAccountInput, InternalAccountPatch};
 use crate::error::Error;
 use crate::http::AppState;

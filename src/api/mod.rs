@@ -30,10 +30,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/ping", get(ping::ping))
         .route("/api/api_keys/current", get(api_keys::current))
         .route("/api/counterparties", get(counterparties::list).post(counterparties::create))
-        .route(
-            "/api/counterparties/{id}",
-            get(counterparties::retrieve).patch(counterparties::update).delete(counterparties::delete),
-        )
+        .route("/api/counterparties/{id}", get(counterparties::retrieve).patch(counterparties::update).delete(counterparties::delete))
         .route("/api/external_accounts", get(external_accounts::list).post(external_accounts::create))
         .route(
             "/api/external_accounts/{id}",

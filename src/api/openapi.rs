@@ -61,7 +61,7 @@ use crate::http::idempotency::KEY_LEN_MAX;
         webhook_endpoints::delivery,
         webhook_endpoints::resend,
     ),
-    components(schemas(ErrorBody)),
+    components(schemas(ErrorBody))
 )]
 struct ApiDoc;
 
@@ -147,7 +147,8 @@ fn header(description: &str, schema: Value) -> Value {
 
 fn add_shared_responses(doc: &mut Value) {
     let retry_after = || header("Seconds to wait before retrying.", json!({ "type": "integer", "minimum": 0 }));
-    let should_retry = || header("`false` when retrying the same request cannot succeed (SPEC L4).", json!({ "type": "string", "enum": ["false"] }));
+    let should_retry =
+        || header("`false` when retrying the same request cannot succeed (SPEC L4).", json!({ "type": "string", "enum": ["false"] }));
     doc["components"]["responses"] = json!({
         "bad_request": error_response("Malformed JSON, or a malformed header such as `Idempotency-Key`.", json!({})),
         "unauthorized": error_response(
@@ -197,7 +198,8 @@ fn is_list(operation: &Map<String, Value>) -> bool {
 
 fn add_operation_rules(path: &str, method: &str, operation: &mut Map<String, Value>) {
     let list = is_list(operation);
-    let mut errors: Vec<(&str, &str)> = vec![("401", "unauthorized"), ("429", "too_many_requests"), ("500", "internal_server_error"), ("503", "service_unavailable")];
+    let mut errors: Vec<(&str, &str)> =
+        vec![("401", "unauthorized"), ("429", "too_many_requests"), ("500", "internal_server_error"), ("503", "service_unavailable")];
     if path.contains('{') {
         errors.push(("404", "not_found"));
     }

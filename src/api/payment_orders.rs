@@ -4,10 +4,10 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 
+use super::{MetadataParams, PageParams};
 use super::{created_json, listed, ok_json, page_spec, param};
 use crate::domain::listing::time_bound;
 use crate::domain::payment_order::ops::{self, PaymentOrderFilter};
-use super::{MetadataParams, PageParams};
 use crate::domain::payment_order::{PaymentOrder, PaymentOrderInput, PaymentOrderPatch};
 use crate::error::Error;
 use crate::http::AppState;

@@ -6,8 +6,8 @@ use axum::http::StatusCode;
 use axum::http::request::Parts;
 use axum::response::Response;
 
-use super::{created_json, listed, no_content, ok_json, page_spec, param};
 use super::PageParams;
+use super::{created_json, listed, no_content, ok_json, page_spec, param};
 use crate::domain::webhook::{self, CreatedEndpoint, EndpointInput, UrlPolicy, WebhookEndpoint};
 use crate::domain::webhook_delivery::{self, Delivery};
 use crate::error::Error;
@@ -98,7 +98,12 @@ pub async fn list(State(state): State<AppState>, principal: Principal, query: Qu
     params(("id" = String, Path, description = "The resource's id.")),
     responses((status = 204, description = "Deleted; nothing more is sent to it.")),
 )]
-pub async fn delete(State(state): State<AppState>, principal: Principal, write: WriteContext, PathId(id): PathId) -> Result<Response, Error> {
+pub async fn delete(
+    State(state): State<AppState>,
+    principal: Principal,
+    write: WriteContext,
+    PathId(id): PathId,
+) -> Result<Response, Error> {
     let scope = principal.scope();
     webhook::delete(&state.ctx(&scope), &state.committer(&write, StatusCode::NO_CONTENT), &id).await?;
     Ok(no_content())
@@ -118,7 +123,12 @@ pub async fn delete(State(state): State<AppState>, principal: Principal, write: 
         (status = 200, description = "A page of the endpoint's deliveries, newest first.", body = [Delivery]),
     ),
 )]
-pub async fn deliveries(State(state): State<AppState>, principal: Principal, PathId(id): PathId, query: QueryParams) -> Result<Response, Error> {
+pub async fn deliveries(
+    State(state): State<AppState>,
+    principal: Principal,
+    PathId(id): PathId,
+    query: QueryParams,
+) -> Result<Response, Error> {
     let scope = principal.scope();
     let spec = page_spec(&query)?;
     let status = param(&query, "status");
@@ -152,7 +162,12 @@ pub async fn delivery(State(state): State<AppState>, principal: Principal, path:
     ),
     responses((status = 200, description = "The delivery, pending again.", body = Delivery)),
 )]
-pub async fn resend(State(state): State<AppState>, principal: Principal, write: WriteContext, path: DeliveryPath) -> Result<Response, Error> {
+pub async fn resend(
+    State(state): State<AppState>,
+    principal: Principal,
+    write: WriteContext,
+    path: DeliveryPath,
+) -> Result<Response, Error> {
     let scope = principal.scope();
     let retry = crate::webhooks::retry_policy(&state.config);
     let committer = state.committer(&write, StatusCode::OK);

@@ -62,14 +62,8 @@ pub struct Scope {
 
 /// Checks an organization id given on the command line.
 pub fn validate_org_id(org: &str) -> Result<()> {
-    let ok = !org.is_empty()
-        && org.len() <= ORG_ID_LEN_MAX
-        && org.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::invalid("org", "organization ids are 1 to 64 characters of A-Z, a-z, 0-9, - and _"))
-    }
+    let ok = !org.is_empty() && org.len() <= ORG_ID_LEN_MAX && org.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if ok { Ok(()) } else { Err(Error::invalid("org", "organization ids are 1 to 64 characters of A-Z, a-z, 0-9, - and _")) }
 }
 
 /// A secret API key. Never printed by `Debug`; only the CLI shows it, once.
@@ -89,9 +83,7 @@ impl SecretKey {
 
     /// Accepts only the exact shape of a key, so garbage never reaches the store.
     pub fn parse(text: &str) -> Option<Self> {
-        let body = text
-            .strip_prefix(Mode::Sandbox.key_prefix())
-            .or_else(|| text.strip_prefix(Mode::Live.key_prefix()))?;
+        let body = text.strip_prefix(Mode::Sandbox.key_prefix()).or_else(|| text.strip_prefix(Mode::Live.key_prefix()))?;
         let well_formed = body.len() == SECRET_BODY_LEN && body.bytes().all(|b| b.is_ascii_alphanumeric());
         well_formed.then(|| SecretKey(text.to_owned()))
     }

@@ -4,9 +4,9 @@
 use serde::{Deserialize, Deserializer, Serialize};
 use utoipa::ToSchema;
 
-use super::{enums, schema};
 use super::time::Timestamp;
 use super::validate::{self, TEXT_LEN_MAX};
+use super::{enums, schema};
 use crate::error::Result;
 
 pub fn new_id() -> String {
@@ -156,7 +156,8 @@ pub struct RoutingDetailInput {
 
 impl RoutingDetailInput {
     pub fn build(&self, param: &str, stamp: Stamp) -> Result<RoutingDetail> {
-        let routing_type = validate::one_of(&format!("{param}.routing_number_type"), &self.routing_number_type, enums::ROUTING_NUMBER_TYPES)?;
+        let routing_type =
+            validate::one_of(&format!("{param}.routing_number_type"), &self.routing_number_type, enums::ROUTING_NUMBER_TYPES)?;
         let number = validate::routing_number(&format!("{param}.routing_number"), &self.routing_number, &routing_type)?;
         let payment_type = self
             .payment_type
@@ -167,7 +168,13 @@ impl RoutingDetailInput {
     }
 }
 
-pub fn routing_detail(number: String, routing_type: String, payment_type: Option<String>, bank_name: String, stamp: Stamp) -> RoutingDetail {
+pub fn routing_detail(
+    number: String,
+    routing_type: String,
+    payment_type: Option<String>,
+    bank_name: String,
+    stamp: Stamp,
+) -> RoutingDetail {
     RoutingDetail {
         id: new_id(),
         object: "routing_detail".into(),

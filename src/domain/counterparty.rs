@@ -133,7 +133,15 @@ impl Counterparty {
     }
 
     fn record_as(&self, scope: &super::api_key::Scope, doc: String) -> ObjectRecord {
-        ObjectRecord { id: self.id.clone(), kind: KIND, scope: scope.clone(), parent_id: None, created_at: self.created_at, doc, terms: self.terms() }
+        ObjectRecord {
+            id: self.id.clone(),
+            kind: KIND,
+            scope: scope.clone(),
+            parent_id: None,
+            created_at: self.created_at,
+            doc,
+            terms: self.terms(),
+        }
     }
 
     fn apply(&mut self, patch: &CounterpartyPatch, now: Timestamp) -> Result<()> {

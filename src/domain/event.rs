@@ -54,11 +54,7 @@ pub fn record(scope: &Scope, resource: &str, event_name: &str, entity_id: &str, 
         parent_id: None,
         created_at: now,
         doc,
-        terms: vec![
-            Term::new("resource", resource),
-            Term::new("event_name", event_name),
-            Term::new("entity_id", entity_id),
-        ],
+        terms: vec![Term::new("resource", resource), Term::new("event_name", event_name), Term::new("entity_id", entity_id)],
     })
 }
 

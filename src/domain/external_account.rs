@@ -98,7 +98,13 @@ pub struct ExternalAccountPatch {
 
 impl ExternalAccountInput {
     /// Builds the account; `param` prefixes field names in errors (`accounts[0]` when inline).
-    pub fn build(&self, param: &str, counterparty_id: Option<String>, default_party_name: Option<&str>, stamp: Stamp) -> Result<ExternalAccount> {
+    pub fn build(
+        &self,
+        param: &str,
+        counterparty_id: Option<String>,
+        default_party_name: Option<&str>,
+        stamp: Stamp,
+    ) -> Result<ExternalAccount> {
         let p = |field: &str| if param.is_empty() { field.to_owned() } else { format!("{param}.{field}") };
         if self.ledger_account.is_some() {
             return Err(Error::invalid(p("ledger_account"), "ledgers are not supported by Payrail"));
@@ -277,7 +283,12 @@ pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &Extern
         account.apply(patch, Stamp { live_mode: ctx.scope.live_mode, now: ctx.now })?;
         let mut batch = WriteBatch::new();
         if let Some(cp) = &account.counterparty_id {
-            batch.push(Write::Require { kind: counterparty::KIND, scope: ctx.scope.clone(), id: cp.clone(), parameter: "counterparty_id".into() });
+            batch.push(Write::Require {
+                kind: counterparty::KIND,
+                scope: ctx.scope.clone(),
+                id: cp.clone(),
+                parameter: "counterparty_id".into(),
+            });
         }
         let json = account.to_json()?;
         batch.push(Write::Replace { record: account.record(ctx.scope, json.clone()), expected_version: stored.version });

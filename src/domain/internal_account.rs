@@ -7,11 +7,13 @@
 
 use rand::Rng;
 use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
 use sha2::{Digest, Sha256};
+use utoipa::ToSchema;
 
 use super::api_key::Scope;
-use super::common::{AccountDetail, Address, AddressInput, PARTY_TYPES, RoutingDetail, Stamp, account_detail, new_id, nullable, routing_detail};
+use super::common::{
+    AccountDetail, Address, AddressInput, PARTY_TYPES, RoutingDetail, Stamp, account_detail, new_id, nullable, routing_detail,
+};
 use super::listing::{self, ListedPage, PageSpec};
 use super::time::Timestamp;
 use super::validate::{self, Metadata, MetadataPatch, TEXT_LEN_MAX};
@@ -301,7 +303,12 @@ impl InternalAccount {
     /// Preconditions that the accounts this one refers to still exist when it commits.
     fn stage_references(&self, scope: &Scope, batch: &mut WriteBatch) {
         if let Some(id) = &self.counterparty_id {
-            batch.push(Write::Require { kind: counterparty::KIND, scope: scope.clone(), id: id.clone(), parameter: "counterparty_id".into() });
+            batch.push(Write::Require {
+                kind: counterparty::KIND,
+                scope: scope.clone(),
+                id: id.clone(),
+                parameter: "counterparty_id".into(),
+            });
         }
         if let Some(id) = &self.parent_account_id {
             batch.push(Write::Require { kind: KIND, scope: scope.clone(), id: id.clone(), parameter: "parent_account_id".into() });

@@ -11,10 +11,7 @@ use super::validate::{METADATA_KEY_LEN_MAX, METADATA_PAIRS_MAX, METADATA_VALUE_L
 
 /// `type: string` restricted to `values`.
 pub fn string_enum(values: &[&str]) -> Object {
-    ObjectBuilder::new()
-        .schema_type(Type::String)
-        .enum_values(Some(values.iter().map(|v| Value::from(*v))))
-        .build()
+    ObjectBuilder::new().schema_type(Type::String).enum_values(Some(values.iter().map(|v| Value::from(*v)))).build()
 }
 
 /// `type: [string, null]` restricted to `values` or `null`.

@@ -38,7 +38,6 @@ impl Timestamp {
         let parsed = OffsetDateTime::parse(text, &Rfc3339).ok()?;
         i64::try_from(parsed.unix_timestamp_nanos() / 1_000).ok().map(Timestamp)
     }
-
 }
 
 /// Length of `YYYY-MM-DDTHH:MM:SS.ffffffZ`.
@@ -83,13 +82,7 @@ impl fmt::Display for Timestamp {
         let secs = self.0.div_euclid(1_000_000);
         let (days, day_secs) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
         let (year, month, day) = civil_from_days(days);
-        write!(
-            f,
-            "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{micros:06}Z",
-            day_secs / 3600,
-            day_secs % 3600 / 60,
-            day_secs % 60
-        )
+        write!(f, "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{micros:06}Z", day_secs / 3600, day_secs % 3600 / 60, day_secs % 60)
     }
 }
 
@@ -119,8 +112,7 @@ impl Serialize for Timestamp {
 impl<'de> Deserialize<'de> for Timestamp {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let text = String::deserialize(d)?;
-        Timestamp::parse_rfc3339(&text)
-            .ok_or_else(|| serde::de::Error::custom("expected an RFC 3339 timestamp"))
+        Timestamp::parse_rfc3339(&text).ok_or_else(|| serde::de::Error::custom("expected an RFC 3339 timestamp"))
     }
 }
 
@@ -182,9 +174,7 @@ mod tests {
 
     #[test]
     fn fast_formatting_agrees_with_the_time_crate() {
-        let format = time::macros::format_description!(
-            "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:6]Z"
-        );
+        let format = time::macros::format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:6]Z");
         let mut micros: i64 = -2_208_988_800_000_000; // 1900-01-01
         while micros < 7_258_118_400_000_000 {
             // to 2200, in uneven steps that visit every month, leap days and day boundaries
@@ -202,10 +192,7 @@ mod tests {
         let text = t.to_string();
         assert_eq!(text, "2023-11-14T22:13:20.123456Z");
         assert_eq!(Timestamp::parse_rfc3339(&text), Some(t));
-        assert_eq!(
-            Timestamp::parse_rfc3339("2023-11-14T23:13:20.123456+01:00"),
-            Some(t)
-        );
+        assert_eq!(Timestamp::parse_rfc3339("2023-11-14T23:13:20.123456+01:00"), Some(t));
         assert_eq!(Timestamp::parse_rfc3339("yesterday"), None);
     }
 }

@@ -129,10 +129,7 @@ pub fn routing_number(param: &str, value: &str, routing_type: &str) -> Result<St
         "gb_sort_code" | "au_bsb" => (digits(6), "6 digits"),
         "ca_cpa" => (digits(9), "9 digits"),
         "in_ifsc" => (value.len() == 11 && value.bytes().all(|b| b.is_ascii_alphanumeric()), "11 letters and digits"),
-        _ => (
-            !value.is_empty() && value.len() <= 35 && value.bytes().all(|b| b.is_ascii_alphanumeric()),
-            "1 to 35 letters and digits",
-        ),
+        _ => (!value.is_empty() && value.len() <= 35 && value.bytes().all(|b| b.is_ascii_alphanumeric()), "1 to 35 letters and digits"),
     };
     if ok { Ok(value.to_owned()) } else { Err(Error::invalid(param, format!("{param} must be {rule} for {routing_type}"))) }
 }

@@ -105,9 +105,20 @@ fn classify_v4(ip: Ipv4Addr) -> AddressClass {
     let [a, b, c, _] = ip.octets();
     if a == 127 {
         AddressClass::Loopback
-    } else if a == 0 || a == 10 || (a == 172 && (16..32).contains(&b)) || (a == 192 && b == 168) || (a == 169 && b == 254) || (a == 100 && (64..128).contains(&b)) {
+    } else if a == 0
+        || a == 10
+        || (a == 172 && (16..32).contains(&b))
+        || (a == 192 && b == 168)
+        || (a == 169 && b == 254)
+        || (a == 100 && (64..128).contains(&b))
+    {
         AddressClass::Private
-    } else if a >= 224 || (a == 192 && b == 0 && (c == 0 || c == 2)) || (a == 198 && (b == 18 || b == 19)) || (a == 198 && b == 51 && c == 100) || (a == 203 && b == 0 && c == 113) {
+    } else if a >= 224
+        || (a == 192 && b == 0 && (c == 0 || c == 2))
+        || (a == 198 && (b == 18 || b == 19))
+        || (a == 198 && b == 51 && c == 100)
+        || (a == 203 && b == 0 && c == 113)
+    {
         AddressClass::Forbidden
     } else {
         AddressClass::Public
@@ -190,7 +201,9 @@ pub fn check_url(param: &str, text: &str, live_mode: bool, policy: &UrlPolicy) -
     };
     if scheme == "http" && !loopback {
         let mode = if live_mode { " in live mode" } else { "" };
-        return Err(invalid(format!("must use https{mode}; http is accepted only for loopback hosts (127.0.0.1, ::1, localhost), for development")));
+        return Err(invalid(format!(
+            "must use https{mode}; http is accepted only for loopback hosts (127.0.0.1, ::1, localhost), for development"
+        )));
     }
     Ok(CheckedUrl { url, name })
 }
@@ -419,7 +432,14 @@ fn loaded(scope: Scope, stored: &StoredObject) -> Result<LoadedEndpoint> {
 
 /// `payrail webhooks create`: makes an endpoint for `org` in `mode`; answers the 201 body
 /// (with the secret, shown this once).
-pub async fn create_for(store: &dyn Store, now: Timestamp, org: &str, mode: super::api_key::Mode, input: &EndpointInput, policy: &UrlPolicy) -> Result<String> {
+pub async fn create_for(
+    store: &dyn Store,
+    now: Timestamp,
+    org: &str,
+    mode: super::api_key::Mode,
+    input: &EndpointInput,
+    policy: &UrlPolicy,
+) -> Result<String> {
     super::api_key::validate_org_id(org)?;
     let scope = Scope { organization_id: org.to_owned(), live_mode: mode.is_live() };
     let ctx = Ctx { store, scope: &scope, now };
@@ -490,8 +510,20 @@ mod tests {
             assert_eq!(classify(ip(loopback)), AddressClass::Loopback, "{loopback}");
         }
         for private in [
-            "10.1.2.3", "172.16.0.1", "172.31.255.255", "192.168.1.1", "169.254.169.254", "100.64.0.1", "0.0.0.0", "::", "fc00::1",
-            "fd12::1", "fe80::1", "::ffff:10.0.0.1", "64:ff9b::a00:1", "2002:a00:1::",
+            "10.1.2.3",
+            "172.16.0.1",
+            "172.31.255.255",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "::",
+            "fc00::1",
+            "fd12::1",
+            "fe80::1",
+            "::ffff:10.0.0.1",
+            "64:ff9b::a00:1",
+            "2002:a00:1::",
         ] {
             assert_eq!(classify(ip(private)), AddressClass::Private, "{private}");
         }

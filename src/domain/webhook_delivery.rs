@@ -162,7 +162,13 @@ pub fn body(event_name: &str, data: &RawValue) -> Result<String> {
 /// Turns the endpoint's next events (at most `batch_max`) into deliveries and moves its
 /// cursor past them, in one transaction guarded by the cursor's version: if another instance
 /// did it first, nothing is written here. Returns how many events were read.
-pub async fn enqueue(store: &dyn Store, endpoint: &LoadedEndpoint, now: Timestamp, policy: &RetryPolicy, batch_max: usize) -> Result<usize> {
+pub async fn enqueue(
+    store: &dyn Store,
+    endpoint: &LoadedEndpoint,
+    now: Timestamp,
+    policy: &RetryPolicy,
+    batch_max: usize,
+) -> Result<usize> {
     let events = store.objects_after(event::KIND, &endpoint.scope, endpoint.state.cursor_seq, batch_max).await?;
     let Some(&(last_seq, _)) = events.last() else { return Ok(0) };
     let mut batch = WriteBatch::new();

@@ -11,11 +11,7 @@ use axum::routing::get;
 use super::AppState;
 
 pub fn router(state: AppState) -> Router {
-    Router::new()
-        .route("/healthz", get(healthz))
-        .route("/metrics", get(metrics))
-        .route("/openapi.json", get(openapi))
-        .with_state(state)
+    Router::new().route("/healthz", get(healthz)).route("/metrics", get(metrics)).route("/openapi.json", get(openapi)).with_state(state)
 }
 
 /// The OpenAPI document, generated once.

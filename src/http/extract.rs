@@ -33,7 +33,6 @@ impl<T: DeserializeOwned> FromRequest<AppState> for JsonBody<T> {
     }
 }
 
-
 fn is_json(content_type: &str) -> bool {
     let essence = content_type.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
     essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
@@ -42,8 +41,7 @@ fn is_json(content_type: &str) -> bool {
 /// A whole request body, at most `limit_bytes` of it (413 past that, naming the limit).
 pub async fn read_body(body: Body, limit_bytes: usize) -> Result<Bytes, Error> {
     axum::body::to_bytes(body, limit_bytes).await.map_err(|err| {
-        let too_large = std::error::Error::source(&err)
-            .is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
+        let too_large = std::error::Error::source(&err).is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
         if too_large {
             Error::PayloadTooLarge { limit_bytes }
         } else {
@@ -93,7 +91,8 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
     if text.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
         return Err(Error::bad_request("malformed_json", "The request body must be a JSON object.", None));
     }
-    let malformed = |err: serde_json::Error| Error::bad_request("malformed_json", format!("The request body is not valid JSON: {err}."), None);
+    let malformed =
+        |err: serde_json::Error| Error::bad_request("malformed_json", format!("The request body is not valid JSON: {err}."), None);
     let mut deserializer = serde_json::Deserializer::from_slice(text);
     let parsed = serde_path_to_error::deserialize(&mut deserializer);
     if parsed.is_ok() {
@@ -102,7 +101,10 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
     parsed.map_err(|err| {
         let path = err.path().to_string();
         let inner = err.into_inner();
-        if matches!(inner.classify(), serde_json::error::Category::Syntax | serde_json::error::Category::Eof | serde_json::error::Category::Io) {
+        if matches!(
+            inner.classify(),
+            serde_json::error::Category::Syntax | serde_json::error::Category::Eof | serde_json::error::Category::Io
+        ) {
             return malformed(inner);
         }
         let message = inner.to_string();
@@ -170,9 +172,8 @@ impl<S: Send + Sync> FromRequestParts<S> for PathId {
     type Rejection = Error;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let Path(id) = Path::<String>::from_request_parts(parts, state)
-            .await
-            .map_err(|_| Error::NotFound { message: "resource not found".into() })?;
+        let Path(id) =
+            Path::<String>::from_request_parts(parts, state).await.map_err(|_| Error::NotFound { message: "resource not found".into() })?;
         Ok(PathId(id))
     }
 }

@@ -19,9 +19,9 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 
-use super::extract::read_body;
 use super::AppState;
 use super::auth::Principal;
+use super::extract::read_body;
 use crate::domain::Commit;
 use crate::error::Error;
 use crate::store::{Claim, ClaimToken, CommitGate, Store, StoredReply, Write, WriteBatch};
@@ -188,9 +188,7 @@ fn timed_out() -> Error {
 async fn replay(state: &AppState, request: Request, reply: StoredReply) -> Response {
     let (parts, body) = request.into_parts();
     let timeout = Duration::from_millis(state.config.request_timeout_ms);
-    let body = tokio::time::timeout(timeout, read_body(body, state.config.body_limit_bytes))
-        .await
-        .unwrap_or_else(|_| Err(timed_out()));
+    let body = tokio::time::timeout(timeout, read_body(body, state.config.body_limit_bytes)).await.unwrap_or_else(|_| Err(timed_out()));
     if state.config.idempotency_strict {
         let body = match body {
             Ok(body) => body,

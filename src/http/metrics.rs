@@ -6,7 +6,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::sync::Mutex;
 
-
 /// Upper bounds of the latency buckets, in seconds.
 const BUCKETS_S: [f64; 12] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0];
 
@@ -72,7 +71,9 @@ impl Metrics {
             let series = self.series.lock().unwrap_or_else(|p| p.into_inner());
             series
                 .iter()
-                .flat_map(|(route, by)| by.iter().map(move |((method, status), s)| ((route.clone(), method.to_string(), *status), s.clone())))
+                .flat_map(|(route, by)| {
+                    by.iter().map(move |((method, status), s)| ((route.clone(), method.to_string(), *status), s.clone()))
+                })
                 .collect()
         };
         let mut out = String::new();

@@ -17,11 +17,11 @@ use std::sync::Arc;
 
 use std::time::Instant;
 
+use axum::Router;
 use axum::body::Body;
 use axum::extract::MatchedPath;
 use axum::middleware;
 use axum::response::{IntoResponse, Response};
-use axum::Router;
 use tower::ServiceExt;
 
 use crate::config::Config;

@@ -32,7 +32,9 @@ impl PageRequest {
         };
         let after_seq = match query.get("after_cursor").filter(|v| !v.is_empty()) {
             None => None,
-            Some(cursor) => Some(decode_cursor(cursor).ok_or_else(|| Error::invalid("after_cursor", "after_cursor is not a cursor this server gave out"))?),
+            Some(cursor) => Some(
+                decode_cursor(cursor).ok_or_else(|| Error::invalid("after_cursor", "after_cursor is not a cursor this server gave out"))?,
+            ),
         };
         Ok(PageRequest { per_page, after_seq })
     }

@@ -96,9 +96,7 @@ where
     // Large or numerous headers are refused (431; hyper's own limit of 100 header lines, whose
     // array lives on the stack: setting a lower one copies a heap-sized array per request);
     // slow senders of headers are cut off below.
-    let connection = hyper::server::conn::http1::Builder::new()
-        .max_buf_size(HEADER_BYTES_MAX)
-        .serve_connection(io, service);
+    let connection = hyper::server::conn::http1::Builder::new().max_buf_size(HEADER_BYTES_MAX).serve_connection(io, service);
     tokio::select! {
         served = watcher.watch(connection) => {
             if let Err(err) = served {
@@ -184,7 +182,8 @@ async fn accept_tls(acceptor: &TlsAcceptor, stream: TcpStream) -> Option<tokio_r
 
 /// Answers a plain-HTTP request on the TLS port with a short 400, and serves nothing.
 async fn refuse_plain_http(mut stream: TcpStream) {
-    let body = br#"{"errors":{"code":"https_required","message":"This server only accepts HTTPS: use https:// in the URL.","parameter":null}}"#;
+    let body =
+        br#"{"errors":{"code":"https_required","message":"This server only accepts HTTPS: use https:// in the URL.","parameter":null}}"#;
     let head = format!(
         "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
         body.len()
@@ -196,8 +195,6 @@ async fn refuse_plain_http(mut stream: TcpStream) {
     let _ = stream.write_all(head.as_bytes()).await;
     let _ = stream.write_all(body).await;
     let _ = stream.shutdown().await;
-    let _ = tokio::time::timeout(Duration::from_millis(500), async {
-        while matches!(stream.read(&mut scratch).await, Ok(n) if n > 0) {}
-    })
-    .await;
+    let _ = tokio::time::timeout(Duration::from_millis(500), async { while matches!(stream.read(&mut scratch).await, Ok(n) if n > 0) {} })
+        .await;
 }

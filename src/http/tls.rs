@@ -24,8 +24,7 @@ pub fn server_config(source: &TlsSource, data_dir: &Path) -> anyhow::Result<(Arc
         .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
         .with_context(|| format!("reading TLS certificate {}", cert_path.display()))?;
     anyhow::ensure!(!certs.is_empty(), "no certificate in {}", cert_path.display());
-    let key = PrivateKeyDer::from_pem_file(&key_path)
-        .with_context(|| format!("reading TLS private key {}", key_path.display()))?;
+    let key = PrivateKeyDer::from_pem_file(&key_path).with_context(|| format!("reading TLS private key {}", key_path.display()))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?

@@ -78,17 +78,39 @@ pub struct StoredReply {
 pub enum Write {
     Insert(ObjectRecord),
     /// Replace a document if nobody changed it since `expected_version` was read.
-    Replace { record: ObjectRecord, expected_version: i64 },
-    Delete { kind: &'static str, scope: Scope, id: String },
+    Replace {
+        record: ObjectRecord,
+        expected_version: i64,
+    },
+    Delete {
+        kind: &'static str,
+        scope: Scope,
+        id: String,
+    },
     /// Deletes every object of `kind` whose parent is `parent_id` (a cascade).
-    DeleteChildren { kind: &'static str, scope: Scope, parent_id: String },
+    DeleteChildren {
+        kind: &'static str,
+        scope: Scope,
+        parent_id: String,
+    },
     /// Fails the batch with a 422 naming `parameter` unless the object exists in `scope`.
-    Require { kind: &'static str, scope: Scope, id: String, parameter: String },
-    InsertApiKey { key: ApiKey, hash: KeyHash },
+    Require {
+        kind: &'static str,
+        scope: Scope,
+        id: String,
+        parameter: String,
+    },
+    InsertApiKey {
+        key: ApiKey,
+        hash: KeyHash,
+    },
     UpdateApiKey(ApiKey),
     SaveReply(StoredReply),
     /// Deletes these replies if they are still expired at `before` (SPEC I10).
-    PurgeReplies { keys: Vec<(String, String)>, before: Timestamp },
+    PurgeReplies {
+        keys: Vec<(String, String)>,
+        before: Timestamp,
+    },
 }
 
 /// Writes applied together: all of them durably, or none.
@@ -152,12 +174,24 @@ impl CommitGate {
 /// How a list is narrowed. All filters are ANDed (SPEC L2).
 #[derive(Debug, Clone)]
 pub enum Filter {
-    Eq { name: String, value: String },
+    Eq {
+        name: String,
+        value: String,
+    },
     /// Case-insensitive substring; the domain stores and passes lower-cased values.
-    Contains { name: String, needle: String },
+    Contains {
+        name: String,
+        needle: String,
+    },
     /// Term value at least / at most (string order: dates and RFC 3339 sort as they should).
-    AtLeast { name: String, value: String },
-    AtMost { name: String, value: String },
+    AtLeast {
+        name: String,
+        value: String,
+    },
+    AtMost {
+        name: String,
+        value: String,
+    },
     CreatedFrom(Timestamp),
     CreatedTo(Timestamp),
 }

@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::common::{AddressInput, nullable};
-use super::schema;
 use super::external_account::ExternalAccountInput;
+use super::schema;
 use super::time::Timestamp;
 use super::validate::{Metadata, MetadataPatch};
 use crate::store::Term;

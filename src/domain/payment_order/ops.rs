@@ -165,7 +165,10 @@ pub async fn create(ctx: &Ctx<'_>, commit: &dyn Commit, input: &PaymentOrderInpu
     let currency = match &input.currency {
         Some(c) if *c != originating.currency => {
             validate::currency("currency", c)?;
-            return Err(Error::invalid("currency", format!("currency must be the originating account's ({}): cross-currency payments are not supported", originating.currency)));
+            return Err(Error::invalid(
+                "currency",
+                format!("currency must be the originating account's ({}): cross-currency payments are not supported", originating.currency),
+            ));
         }
         _ => originating.currency.clone(),
     };
@@ -240,9 +243,17 @@ fn build(ctx: &Ctx<'_>, input: &PaymentOrderInput, b: Built) -> Result<PaymentOr
         ultimate_originating_account: None,
         ultimate_originating_account_id: None,
         ultimate_originating_account_type: None,
-        ultimate_originating_party_identifier: text("ultimate_originating_party_identifier", &input.ultimate_originating_party_identifier, TEXT_LEN_MAX)?,
+        ultimate_originating_party_identifier: text(
+            "ultimate_originating_party_identifier",
+            &input.ultimate_originating_party_identifier,
+            TEXT_LEN_MAX,
+        )?,
         ultimate_originating_party_name: text("ultimate_originating_party_name", &input.ultimate_originating_party_name, TEXT_LEN_MAX)?,
-        ultimate_receiving_party_identifier: text("ultimate_receiving_party_identifier", &input.ultimate_receiving_party_identifier, TEXT_LEN_MAX)?,
+        ultimate_receiving_party_identifier: text(
+            "ultimate_receiving_party_identifier",
+            &input.ultimate_receiving_party_identifier,
+            TEXT_LEN_MAX,
+        )?,
         ultimate_receiving_party_name: text("ultimate_receiving_party_name", &input.ultimate_receiving_party_name, TEXT_LEN_MAX)?,
         vendor_attributes: None,
         vendor_failure_reason: None,
@@ -433,7 +444,10 @@ pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &Paymen
     let target = patch
         .status
         .as_deref()
-        .map(|s| Status::parse(s).ok_or_else(|| Error::invalid("status", format!("status must be one of {}", enums::PAYMENT_ORDER_STATUSES.join(", ")))))
+        .map(|s| {
+            Status::parse(s)
+                .ok_or_else(|| Error::invalid("status", format!("status must be one of {}", enums::PAYMENT_ORDER_STATUSES.join(", "))))
+        })
         .transpose()?;
     retry_on_conflict(|| async {
         let stored = ctx.store.get(KIND, ctx.scope, id).await?.ok_or_else(|| Error::not_found("payment order"))?;
@@ -525,7 +539,21 @@ fn sandbox_return(order: &PaymentOrder, now: Timestamp) -> ReturnObject {
 
 /// Payment types that have a return type of the same name (the SDK's `ReturnType`).
 const RETURN_TYPES: &[&str] = &[
-    "ach", "au_becs", "bacs", "book", "check", "cross_border", "eft", "gb_fps", "neft", "nz_becs", "rtp", "sepa", "stablecoin", "wire", "zengin",
+    "ach",
+    "au_becs",
+    "bacs",
+    "book",
+    "check",
+    "cross_border",
+    "eft",
+    "gb_fps",
+    "neft",
+    "nz_becs",
+    "rtp",
+    "sepa",
+    "stablecoin",
+    "wire",
+    "zengin",
 ];
 
 #[cfg(test)]

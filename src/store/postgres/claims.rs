@@ -144,7 +144,8 @@ const REPLIES_SQL: &str = "SELECT q.api_key_id, q.key, r.status, r.content_type,
 
 /// Gives back the claims still held under these nonces; the rows say which were. Also how a
 /// group commit releases its claims (group.rs).
-pub const RELEASE_SQL: &str = "DELETE FROM idempotency_claims c USING unnest($1::text[], $2::text[], $3::bigint[]) AS k(api_key_id, key, nonce)
+pub const RELEASE_SQL: &str =
+    "DELETE FROM idempotency_claims c USING unnest($1::text[], $2::text[], $3::bigint[]) AS k(api_key_id, key, nonce)
      WHERE c.api_key_id = k.api_key_id AND c.key = k.key AND c.nonce = k.nonce
      RETURNING c.api_key_id, c.key, c.nonce";
 

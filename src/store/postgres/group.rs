@@ -104,7 +104,10 @@ async fn commit_group(pool: &Pool, group: Vec<Job>) {
 /// What each request of a group whose COMMIT failed is told: a retry with the same
 /// Idempotency-Key replays the reply if the commit did take effect, and runs it if not.
 fn commit_outcome_unknown() -> Error {
-    Error::Unavailable { message: "The database failed while committing this request; retry it with the same Idempotency-Key.".into(), retry_after_s: 1 }
+    Error::Unavailable {
+        message: "The database failed while committing this request; retry it with the same Idempotency-Key.".into(),
+        retry_after_s: 1,
+    }
 }
 
 /// Opens a transaction and writes the batches of `group` not refused into `outcomes`, leaving
@@ -147,10 +150,7 @@ async fn release_claims<'a>(client: &deadpool_postgres::Object, group: &'a [Job]
     let ids: Vec<&str> = claims.iter().map(|c| c.api_key_id.as_str()).collect();
     let keys: Vec<&str> = claims.iter().map(|c| c.key.as_str()).collect();
     let nonces: Vec<i64> = claims.iter().map(|c| c.nonce as i64).collect();
-    let statement = client
-        .prepare_cached(claims::RELEASE_SQL)
-        .await
-        .map_err(db_err)?;
+    let statement = client.prepare_cached(claims::RELEASE_SQL).await.map_err(db_err)?;
     let rows = client.query(&statement, &[&ids, &keys, &nonces]).await.map_err(db_err)?;
     // Answer in terms of the group's own strings, so the set borrows nothing from the rows.
     let mut released = HashSet::new();
@@ -243,7 +243,8 @@ async fn insert_objects(client: &deadpool_postgres::Object, batches: &[&WriteBat
         )
         .await
         .map_err(db_err)?;
-    client.execute(&statement, &[&ids, &kinds, &orgs, &lives, &parents, &created, &docs, &term_owner, &term_names, &term_values])
+    client
+        .execute(&statement, &[&ids, &kinds, &orgs, &lives, &parents, &created, &docs, &term_owner, &term_names, &term_values])
         .await
         .map_err(db_err)?;
     Ok(())

@@ -24,9 +24,7 @@ pub async fn apply(client: &mut Client) -> anyhow::Result<()> {
 }
 
 async fn apply_locked(client: &mut Client) -> anyhow::Result<()> {
-    client
-        .batch_execute("CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)")
-        .await?;
+    client.batch_execute("CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)").await?;
     for (version, sql) in MIGRATIONS {
         let tx = client.transaction().await?;
         let applied: bool = tx.query_one("SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)", &[version]).await?.get(0);

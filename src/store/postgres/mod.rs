@@ -26,7 +26,7 @@ use tokio_postgres::{NoTls, Row};
 
 use super::key_cache::KeyEntries;
 use super::reply_cache::{self, ReplyCache};
-use super::{Claim, ClaimToken, FoundKey, Filter, ListQuery, Page, Store, StoredObject, StoredReply, WriteBatch, abandoned};
+use super::{Claim, ClaimToken, Filter, FoundKey, ListQuery, Page, Store, StoredObject, StoredReply, WriteBatch, abandoned};
 use crate::domain::api_key::{ApiKey, KeyHash, KeyHasher, Scope};
 use crate::domain::time::Timestamp;
 use crate::error::{Error, Result};
@@ -59,7 +59,6 @@ impl std::fmt::Debug for PostgresStore {
     }
 }
 
-
 /// The URL without its password, for messages and logs.
 pub fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else { return "<unparseable database URL>".into() };
@@ -89,10 +88,8 @@ impl PostgresStore {
         // Durable commits whatever the server's default (SPEC S3).
         config.options("-c synchronous_commit=on");
         config.connect_timeout(Duration::from_secs(5));
-        let (mut client, connection) = config
-            .connect(NoTls)
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot reach PostgreSQL at {}: {e}", redact(url)))?;
+        let (mut client, connection) =
+            config.connect(NoTls).await.map_err(|e| anyhow::anyhow!("cannot reach PostgreSQL at {}: {e}", redact(url)))?;
         let driver = tokio::spawn(connection);
         migrations::apply(&mut client).await?;
         let pepper = load_pepper(&client).await?;
@@ -121,9 +118,8 @@ impl PostgresStore {
 
     /// Only migrates (the `payrail migrate` command).
     pub async fn migrate(url: &str) -> anyhow::Result<()> {
-        let (mut client, connection) = tokio_postgres::connect(url, NoTls)
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot reach PostgreSQL at {}: {e}", redact(url)))?;
+        let (mut client, connection) =
+            tokio_postgres::connect(url, NoTls).await.map_err(|e| anyhow::anyhow!("cannot reach PostgreSQL at {}: {e}", redact(url)))?;
         tokio::spawn(connection);
         migrations::apply(&mut client).await
     }
@@ -162,9 +158,7 @@ async fn commit_alone(pool: &Pool, batch: WriteBatch) -> Result<()> {
 async fn load_pepper(client: &tokio_postgres::Client) -> anyhow::Result<Vec<u8>> {
     let mut fresh = [0u8; 32];
     rand::rng().fill_bytes(&mut fresh);
-    client
-        .execute("INSERT INTO settings (name, value) VALUES ('key_pepper', $1) ON CONFLICT (name) DO NOTHING", &[&&fresh[..]])
-        .await?;
+    client.execute("INSERT INTO settings (name, value) VALUES ('key_pepper', $1) ON CONFLICT (name) DO NOTHING", &[&&fresh[..]]).await?;
     Ok(client.query_one("SELECT value FROM settings WHERE name = 'key_pepper'", &[]).await?.get(0))
 }
 
@@ -176,11 +170,9 @@ pub(crate) fn db_err(err: tokio_postgres::Error) -> Error {
         return Error::Unavailable { message: "The database is unavailable; retry shortly.".into(), retry_after_s: RETRY_AFTER_S };
     }
     match err.code() {
-        Some(code) if *code == SqlState::T_R_SERIALIZATION_FAILURE || *code == SqlState::T_R_DEADLOCK_DETECTED => Error::Conflict {
-            message: "The request collided with another; retry.".into(),
-            parameter: None,
-            retry_after_s: Some(0),
-        },
+        Some(code) if *code == SqlState::T_R_SERIALIZATION_FAILURE || *code == SqlState::T_R_DEADLOCK_DETECTED => {
+            Error::Conflict { message: "The request collided with another; retry.".into(), parameter: None, retry_after_s: Some(0) }
+        }
         Some(code) if *code == SqlState::ADMIN_SHUTDOWN || *code == SqlState::CANNOT_CONNECT_NOW => {
             Error::Unavailable { message: "The database is unavailable; retry shortly.".into(), retry_after_s: RETRY_AFTER_S }
         }
@@ -215,16 +207,12 @@ fn api_key_row(row: &Row) -> (ApiKey, KeyHash) {
     (key, KeyHash(hash.try_into().unwrap_or([0; 32])))
 }
 
-const API_KEY_COLUMNS: &str =
-    "id, key_hash, name, organization_id, live_mode, created_at, updated_at, expires_at, decommissioned_at";
+const API_KEY_COLUMNS: &str = "id, key_hash, name, organization_id, live_mode, created_at, updated_at, expires_at, decommissioned_at";
 
 /// A list query's SQL and parameters (the same shape as SQLite's, with `$n` placeholders).
 fn list_sql(query: &ListQuery) -> (String, Vec<Box<dyn ToSql + Sync + Send>>) {
-    let mut args: Vec<Box<dyn ToSql + Sync + Send>> = vec![
-        Box::new(query.scope.organization_id.clone()),
-        Box::new(query.scope.live_mode),
-        Box::new(query.kind.to_owned()),
-    ];
+    let mut args: Vec<Box<dyn ToSql + Sync + Send>> =
+        vec![Box::new(query.scope.organization_id.clone()), Box::new(query.scope.live_mode), Box::new(query.kind.to_owned())];
     let mut sql = String::from(
         "SELECT o.id, o.parent_id, o.version, o.doc, o.seq FROM objects o WHERE o.org_id = $1 AND o.live_mode = $2 AND o.kind = $3",
     );
@@ -435,10 +423,7 @@ impl Store for PostgresStore {
         let client = self.client().await?;
         // Expired claims of vanished owners go too, and instances gone for an hour; they are
         // harmless but need not linger.
-        client
-            .execute("DELETE FROM idempotency_claims WHERE lease_until <= $1", &[&now.as_micros()])
-            .await
-            .map_err(db_err)?;
+        client.execute("DELETE FROM idempotency_claims WHERE lease_until <= $1", &[&now.as_micros()]).await.map_err(db_err)?;
         client
             .execute("DELETE FROM key_cache_instances WHERE alive_until <= $1", &[&now.plus_secs(-3600).as_micros()])
             .await

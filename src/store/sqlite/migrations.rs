@@ -9,10 +9,7 @@ enum Step {
 }
 
 /// `(version, step)`, oldest first. Never edit a released migration: add a new one.
-const MIGRATIONS: &[(i64, Step)] = &[
-    (1, Step::Sql(include_str!("migrations/0001_init.sql"))),
-    (2, Step::Code(replies_into_slots)),
-];
+const MIGRATIONS: &[(i64, Step)] = &[(1, Step::Sql(include_str!("migrations/0001_init.sql"))), (2, Step::Code(replies_into_slots))];
 
 /// Migration 2: stored replies get rowids derived from their keys (see `reply_slots`).
 fn replies_into_slots(tx: &Transaction<'_>) -> anyhow::Result<()> {
@@ -25,22 +22,16 @@ fn replies_into_slots(tx: &Transaction<'_>) -> anyhow::Result<()> {
 
 /// Applies every migration not yet applied, each in its own transaction.
 pub fn apply(conn: &mut Connection) -> anyhow::Result<()> {
-    conn.execute_batch(
-        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)",
-    )?;
+    conn.execute_batch("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)")?;
     for (version, step) in MIGRATIONS {
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let applied: bool =
-            tx.query_row("SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = ?1)", [version], |r| r.get(0))?;
+        let applied: bool = tx.query_row("SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = ?1)", [version], |r| r.get(0))?;
         if !applied {
             match step {
                 Step::Sql(sql) => tx.execute_batch(sql)?,
                 Step::Code(run) => run(&tx)?,
             }
-            tx.execute(
-                "INSERT INTO schema_migrations (version, applied_at) VALUES (?1, strftime('%s','now') * 1000000)",
-                [version],
-            )?;
+            tx.execute("INSERT INTO schema_migrations (version, applied_at) VALUES (?1, strftime('%s','now') * 1000000)", [version])?;
             tracing::info!(version, "applied sqlite migration");
         }
         tx.commit()?;
@@ -78,7 +69,11 @@ mod tests {
             assert_eq!(body, format!("{api_key_id}/{key}").into_bytes());
         }
         let tables: i64 = conn
-            .query_row("SELECT count(*) FROM sqlite_schema WHERE name IN ('idempotency_replies_v1', 'idempotency_replies_expiry')", [], |r| r.get(0))
+            .query_row(
+                "SELECT count(*) FROM sqlite_schema WHERE name IN ('idempotency_replies_v1', 'idempotency_replies_expiry')",
+                [],
+                |r| r.get(0),
+            )
             .unwrap();
         assert_eq!(tables, 1, "the old table is gone and the expiry index is back");
     }

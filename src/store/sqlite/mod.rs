@@ -22,9 +22,11 @@ use rusqlite::types::Value;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params, params_from_iter};
 use tokio::sync::oneshot;
 
-use super::{Claim, ClaimToken, FoundKey, Filter, ListQuery, Page, Store, StoredObject, StoredReply, WriteBatch, backend_error, claim_lost};
 use super::key_cache::{EpochFile, KeyEntries};
 use super::reply_cache::{self, ReplyCache};
+use super::{
+    Claim, ClaimToken, Filter, FoundKey, ListQuery, Page, Store, StoredObject, StoredReply, WriteBatch, backend_error, claim_lost,
+};
 use crate::domain::api_key::{ApiKey, KeyHash, KeyHasher, Scope};
 use crate::domain::time::Timestamp;
 use crate::error::{Error, Result};
@@ -102,9 +104,7 @@ impl SqliteStore {
         configure(&checkpoint_conn)?;
         // The writer holds the only sender: the checkpointer stops with it.
         let (commits, committed) = mpsc::sync_channel(1);
-        std::thread::Builder::new()
-            .name("sqlite-checkpoint".into())
-            .spawn(move || writer::checkpoint_loop(checkpoint_conn, committed))?;
+        std::thread::Builder::new().name("sqlite-checkpoint".into()).spawn(move || writer::checkpoint_loop(checkpoint_conn, committed))?;
         let (tx, rx) = mpsc::sync_channel(WRITE_QUEUE_MAX);
         std::thread::Builder::new().name("sqlite-writer".into()).spawn(move || writer::run(conn, rx, commits))?;
         Ok(SqliteStore {
@@ -207,8 +207,7 @@ fn api_key_row(row: &Row<'_>) -> rusqlite::Result<(ApiKey, KeyHash)> {
     Ok((key, KeyHash(hash.try_into().unwrap_or([0; 32]))))
 }
 
-const API_KEY_COLUMNS: &str =
-    "id, key_hash, name, organization_id, live_mode, created_at, updated_at, expires_at, decommissioned_at";
+const API_KEY_COLUMNS: &str = "id, key_hash, name, organization_id, live_mode, created_at, updated_at, expires_at, decommissioned_at";
 
 /// Builds the SQL and parameters of a list query.
 fn list_sql(query: &ListQuery) -> (String, Vec<Value>) {
@@ -225,7 +224,8 @@ fn list_sql(query: &ListQuery) -> (String, Vec<Value>) {
         args.push(Value::Integer(seq));
     }
     for filter in &query.filters {
-        let term = |op: &str| format!(" AND EXISTS (SELECT 1 FROM object_terms t WHERE t.object_seq = o.seq AND t.name = ? AND t.value {op})");
+        let term =
+            |op: &str| format!(" AND EXISTS (SELECT 1 FROM object_terms t WHERE t.object_seq = o.seq AND t.name = ? AND t.value {op})");
         match filter {
             Filter::Eq { name, value } => {
                 sql.push_str(&term("= ?"));
@@ -346,11 +346,8 @@ impl Store for SqliteStore {
         let sql = format!(
             "SELECT id, parent_id, version, doc FROM objects WHERE kind = ? AND org_id = ? AND live_mode = ? AND parent_id IN ({placeholders}) ORDER BY seq"
         );
-        let mut args = vec![
-            Value::Text(kind.to_owned()),
-            Value::Text(scope.organization_id.clone()),
-            Value::Integer(i64::from(scope.live_mode)),
-        ];
+        let mut args =
+            vec![Value::Text(kind.to_owned()), Value::Text(scope.organization_id.clone()), Value::Integer(i64::from(scope.live_mode))];
         args.extend(parent_ids.iter().map(|id| Value::Text(id.clone())));
         self.read(|conn| {
             let mut st = conn.prepare(&sql)?;
@@ -491,9 +488,8 @@ impl Store for SqliteStore {
     async fn purge_replies(&self, now: Timestamp, batch_max: usize) -> Result<usize> {
         // Through the writer, so the purge shares commits with requests instead of fighting them.
         let expired: Vec<(String, String)> = self.read(|conn| {
-            let mut st = conn.prepare_cached(
-                "SELECT api_key_id, key FROM idempotency_replies WHERE expires_at <= ?1 ORDER BY expires_at LIMIT ?2",
-            )?;
+            let mut st =
+                conn.prepare_cached("SELECT api_key_id, key FROM idempotency_replies WHERE expires_at <= ?1 ORDER BY expires_at LIMIT ?2")?;
             let rows = st.query_map(params![now.as_micros(), batch_max as i64], |row| Ok((row.get(0)?, row.get(1)?)))?;
             rows.collect()
         })?;

@@ -21,8 +21,8 @@
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::hash::{BuildHasher, RandomState};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rusqlite::Connection;
 

@@ -26,11 +26,7 @@ pub const WINDOW: i64 = 16;
 
 /// The first rowid of the key's window; its last is `first + WINDOW - 1`.
 pub fn window(api_key_id: &str, key: &str) -> i64 {
-    let digest = Sha256::new()
-        .chain_update((api_key_id.len() as u64).to_be_bytes())
-        .chain_update(api_key_id)
-        .chain_update(key)
-        .finalize();
+    let digest = Sha256::new().chain_update((api_key_id.len() as u64).to_be_bytes()).chain_update(api_key_id).chain_update(key).finalize();
     let mut first = [0u8; 8];
     first.copy_from_slice(&digest[..8]);
     // Non-negative and aligned, so the window ends at or below i64::MAX.
@@ -123,15 +119,13 @@ fn reply_from_row(api_key_id: String, key: String, row: &Row<'_>, at: usize) -> 
 /// (migration 2).
 pub fn move_into_slots(tx: &Transaction<'_>, from_table: &str) -> Result<usize> {
     let mut st = tx
-        .prepare(&format!(
-            "SELECT api_key_id, key, status, content_type, body, fingerprint, created_at, expires_at FROM {from_table}"
-        ))
+        .prepare(&format!("SELECT api_key_id, key, status, content_type, body, fingerprint, created_at, expires_at FROM {from_table}"))
         .map_err(super::row_err)?;
     let mut rows = st.query([]).map_err(super::row_err)?;
     let mut moved = 0;
     while let Some(row) = rows.next().map_err(super::row_err)? {
-        let reply = reply_from_row(row.get(0).map_err(super::row_err)?, row.get(1).map_err(super::row_err)?, row, 2)
-            .map_err(super::row_err)?;
+        let reply =
+            reply_from_row(row.get(0).map_err(super::row_err)?, row.get(1).map_err(super::row_err)?, row, 2).map_err(super::row_err)?;
         save(tx, &reply)?;
         moved += 1;
     }
@@ -229,9 +223,7 @@ mod tests {
         put_stranger(&tx, first + 3);
         let err = save(&tx, &reply("key_a", "k1", "no room")).expect_err("a full window refuses");
         assert!(err.to_string().contains("taken"), "{err}");
-        let strangers: i64 = tx
-            .query_row("SELECT count(*) FROM idempotency_replies WHERE api_key_id = 'key_z'", [], |r| r.get(0))
-            .unwrap();
+        let strangers: i64 = tx.query_row("SELECT count(*) FROM idempotency_replies WHERE api_key_id = 'key_z'", [], |r| r.get(0)).unwrap();
         assert_eq!(strangers, WINDOW, "no other key's reply was overwritten");
     }
 

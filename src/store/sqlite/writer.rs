@@ -153,8 +153,8 @@ fn apply(tx: &Transaction<'_>, write: &Write) -> Result<()> {
         Write::Insert(record) => insert_object(tx, record),
         Write::Replace { record, expected_version } => replace_object(tx, record, *expected_version),
         Write::Delete { kind, scope, id } => {
-            let seq = object_seq(tx, kind, &scope.organization_id, scope.live_mode, id)?
-                .ok_or_else(|| Error::not_found(&kind_str(kind)))?;
+            let seq =
+                object_seq(tx, kind, &scope.organization_id, scope.live_mode, id)?.ok_or_else(|| Error::not_found(&kind_str(kind)))?;
             tx.execute("DELETE FROM object_terms WHERE object_seq = ?1", [seq]).map_err(row_err)?;
             tx.execute("DELETE FROM objects WHERE seq = ?1", [seq]).map_err(row_err)?;
             Ok(())
@@ -167,12 +167,10 @@ fn apply(tx: &Transaction<'_>, write: &Write) -> Result<()> {
             tx.execute(&format!("DELETE FROM objects WHERE {filter}"), params).map_err(row_err)?;
             Ok(())
         }
-        Write::Require { kind, scope, id, parameter } => {
-            match object_seq(tx, kind, &scope.organization_id, scope.live_mode, id)? {
-                Some(_) => Ok(()),
-                None => Err(Error::invalid(parameter.clone(), format!("{parameter} does not name an existing {}", kind_str(kind)))),
-            }
-        }
+        Write::Require { kind, scope, id, parameter } => match object_seq(tx, kind, &scope.organization_id, scope.live_mode, id)? {
+            Some(_) => Ok(()),
+            None => Err(Error::invalid(parameter.clone(), format!("{parameter} does not name an existing {}", kind_str(kind)))),
+        },
         Write::InsertApiKey { key, hash } => {
             tx.prepare_cached(
                 "INSERT INTO api_keys (id, key_hash, name, organization_id, live_mode, created_at, updated_at, expires_at, decommissioned_at)
@@ -260,16 +258,12 @@ fn replace_object(tx: &Transaction<'_>, record: &ObjectRecord, expected_version:
             retry_after_s: Some(0),
         });
     }
-    tx.prepare_cached("DELETE FROM object_terms WHERE object_seq = ?1")
-        .and_then(|mut st| st.execute([seq]))
-        .map_err(row_err)?;
+    tx.prepare_cached("DELETE FROM object_terms WHERE object_seq = ?1").and_then(|mut st| st.execute([seq])).map_err(row_err)?;
     insert_terms(tx, seq, record)
 }
 
 fn insert_terms(tx: &Transaction<'_>, seq: i64, record: &ObjectRecord) -> Result<()> {
-    let mut st = tx
-        .prepare_cached("INSERT OR IGNORE INTO object_terms (object_seq, name, value) VALUES (?1, ?2, ?3)")
-        .map_err(row_err)?;
+    let mut st = tx.prepare_cached("INSERT OR IGNORE INTO object_terms (object_seq, name, value) VALUES (?1, ?2, ?3)").map_err(row_err)?;
     for term in &record.terms {
         st.execute(params![seq, term.name, term.value]).map_err(row_err)?;
     }
@@ -316,8 +310,13 @@ mod tests {
         assert!(first_done.blocking_recv().unwrap().is_ok());
         assert!(matches!(bad_done.blocking_recv().unwrap(), Err(Error::Invalid { .. })));
         assert!(last_done.blocking_recv().unwrap().is_ok());
-        let ids: Vec<String> =
-            conn.prepare("SELECT id FROM objects ORDER BY id").unwrap().query_map([], |row| row.get(0)).unwrap().map(|r| r.unwrap()).collect();
+        let ids: Vec<String> = conn
+            .prepare("SELECT id FROM objects ORDER BY id")
+            .unwrap()
+            .query_map([], |row| row.get(0))
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect();
         assert_eq!(ids, ["cp_1", "cp_3"], "the failed batch's own insert was rolled back with it, and only it");
         let terms: i64 = conn.query_row("SELECT count(*) FROM object_terms", [], |row| row.get(0)).unwrap();
         assert_eq!(terms, 2);
