@@ -4,7 +4,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::domain::time::{Clock, SystemClock};
+use crate::base::time::{Clock, SystemClock};
+use crate::domain::webhook_delivery::RetryPolicy;
 
 /// Where the server's certificate comes from (SPEC T1).
 #[derive(Debug, Clone)]
@@ -120,6 +121,15 @@ impl Config {
         match &self.database_url {
             Some(url) => url.clone(),
             None => format!("sqlite://{}", self.data_dir.join("payrail.db").display()),
+        }
+    }
+
+    /// The webhook retry schedule these settings ask for (SPEC W3).
+    pub fn webhook_retry_policy(&self) -> RetryPolicy {
+        RetryPolicy {
+            base_ms: self.webhook_retry_base_ms.max(1),
+            max_ms: self.webhook_retry_max_ms.max(self.webhook_retry_base_ms).max(1),
+            window_secs: self.webhook_retry_window_secs.max(0),
         }
     }
 }

@@ -6,6 +6,8 @@
 //! knows SQL. The contract is SPEC.md; rule ids (T1, I4, ...) are named where they are kept.
 
 pub mod api;
+pub mod app;
+pub mod base;
 pub mod config;
 pub mod domain;
 pub mod error;
@@ -107,7 +109,7 @@ pub async fn launch(config: Config, listener: TcpListener, shutdown: impl Future
     let store = connect_store(&config).await?;
     store.prepare_to_serve().await;
     let config = Arc::new(config);
-    let state = http::AppState::serving(store.clone(), config.clone());
+    let state = app::AppState::serving(store.clone(), config.clone());
     let (tls, cert_path) = if config.plain_http {
         tracing::warn!("serving plain HTTP: only do this behind a proxy that terminates TLS (SPEC T3)");
         (None, None)
@@ -132,7 +134,7 @@ pub async fn launch(config: Config, listener: TcpListener, shutdown: impl Future
         header_read_timeout: Duration::from_millis(config.header_read_timeout_ms),
         connections_max: config.connections_max,
     };
-    let app = http::router(state);
+    let app = http::router(state, api::routes());
     tracing::info!(%local_addr, scheme = if options.tls.is_some() { "https" } else { "http" }, "payrail is serving");
     let task = tokio::spawn(async move {
         http::serve::serve(listener, app, options, stopped(stop_rx)).await;
@@ -148,11 +150,11 @@ async fn stopped(mut stop: watch::Receiver<bool>) {
     let _ = stop.wait_for(|stopped| *stopped).await;
 }
 
-async fn start_admin(config: &Config, state: http::AppState, stop: watch::Receiver<bool>) -> anyhow::Result<Option<SocketAddr>> {
+async fn start_admin(config: &Config, state: app::AppState, stop: watch::Receiver<bool>) -> anyhow::Result<Option<SocketAddr>> {
     let Some(addr) = config.admin_listen else { return Ok(None) };
     let listener = TcpListener::bind(addr).await.with_context(|| format!("binding the admin listener on {addr}"))?;
     let bound = listener.local_addr()?;
-    let app = http::admin::router(state);
+    let app = http::admin::router(state, api::openapi::json);
     tokio::spawn(async move {
         if let Err(err) = axum::serve(listener, app).with_graceful_shutdown(stopped(stop)).await {
             tracing::error!(%err, "admin listener failed");
@@ -163,7 +165,7 @@ async fn start_admin(config: &Config, state: http::AppState, stop: watch::Receiv
 }
 
 /// Deletes expired idempotency replies in small batches (SPEC I10).
-async fn purge_replies(state: http::AppState, mut stop: watch::Receiver<bool>) {
+async fn purge_replies(state: app::AppState, mut stop: watch::Receiver<bool>) {
     loop {
         loop {
             match state.store.purge_replies(state.clock.now(), PURGE_BATCH_MAX).await {

@@ -9,10 +9,10 @@ use super::{created_json, listed, no_content, ok_json, page_spec, param};
 use crate::domain::counterparty::{self, Counterparty, CounterpartyFilter, CounterpartyInput, CounterpartyPatch};
 use crate::domain::listing::time_bound;
 use crate::error::Error;
-use crate::http::AppState;
+use crate::app::AppState;
 use crate::http::auth::Principal;
 use crate::http::extract::{JsonBody, PathId, QueryParams};
-use crate::http::idempotency::WriteContext;
+use crate::app::WriteContext;
 
 #[utoipa::path(
     post,
@@ -31,7 +31,7 @@ pub async fn create(
     JsonBody(input): JsonBody<CounterpartyInput>,
 ) -> Result<Response, Error> {
     let scope = principal.scope();
-    let json = counterparty::create(&state.ctx(&scope), &state.committer(&write, StatusCode::CREATED), &input).await?;
+    let json = counterparty::create(&state.ctx(&scope), &state.committer(&write, StatusCode::CREATED.as_u16()), &input).await?;
     Ok(created_json(json))
 }
 
@@ -97,7 +97,7 @@ pub async fn update(
     JsonBody(patch): JsonBody<CounterpartyPatch>,
 ) -> Result<Response, Error> {
     let scope = principal.scope();
-    let json = counterparty::update(&state.ctx(&scope), &state.committer(&write, StatusCode::OK), &id, &patch).await?;
+    let json = counterparty::update(&state.ctx(&scope), &state.committer(&write, StatusCode::OK.as_u16()), &id, &patch).await?;
     Ok(ok_json(json))
 }
 
@@ -116,6 +116,6 @@ pub async fn delete(
     PathId(id): PathId,
 ) -> Result<Response, Error> {
     let scope = principal.scope();
-    counterparty::delete(&state.ctx(&scope), &state.committer(&write, StatusCode::NO_CONTENT), &id).await?;
+    counterparty::delete(&state.ctx(&scope), &state.committer(&write, StatusCode::NO_CONTENT.as_u16()), &id).await?;
     Ok(no_content())
 }

@@ -8,7 +8,7 @@ use super::{listed, ok_json, page_spec, param};
 use crate::domain::event::{self, EventDoc, EventFilter};
 use crate::domain::listing::time_bound;
 use crate::error::Error;
-use crate::http::AppState;
+use crate::app::AppState;
 use crate::http::auth::Principal;
 use crate::http::extract::{PathId, QueryParams};
 

@@ -8,10 +8,10 @@ use super::{MetadataParams, PageParams};
 use super::{created_json, listed, no_content, ok_json, page_spec, param};
 use crate::domain::external_account::{self, ExternalAccount, ExternalAccountFilter, ExternalAccountInput, ExternalAccountPatch};
 use crate::error::Error;
-use crate::http::AppState;
+use crate::app::AppState;
 use crate::http::auth::Principal;
 use crate::http::extract::{JsonBody, PathId, QueryParams};
-use crate::http::idempotency::WriteContext;
+use crate::app::WriteContext;
 
 #[utoipa::path(
     post,
@@ -28,7 +28,7 @@ pub async fn create(
     JsonBody(input): JsonBody<ExternalAccountInput>,
 ) -> Result<Response, Error> {
     let scope = principal.scope();
-    let json = external_account::create(&state.ctx(&scope), &state.committer(&write, StatusCode::CREATED), &input).await?;
+    let json = external_account::create(&state.ctx(&scope), &state.committer(&write, StatusCode::CREATED.as_u16()), &input).await?;
     Ok(created_json(json))
 }
 
@@ -92,7 +92,7 @@ pub async fn update(
     JsonBody(patch): JsonBody<ExternalAccountPatch>,
 ) -> Result<Response, Error> {
     let scope = principal.scope();
-    let json = external_account::update(&state.ctx(&scope), &state.committer(&write, StatusCode::OK), &id, &patch).await?;
+    let json = external_account::update(&state.ctx(&scope), &state.committer(&write, StatusCode::OK.as_u16()), &id, &patch).await?;
     Ok(ok_json(json))
 }
 
@@ -111,6 +111,6 @@ pub async fn delete(
     PathId(id): PathId,
 ) -> Result<Response, Error> {
     let scope = principal.scope();
-    external_account::delete(&state.ctx(&scope), &state.committer(&write, StatusCode::NO_CONTENT), &id).await?;
+    external_account::delete(&state.ctx(&scope), &state.committer(&write, StatusCode::NO_CONTENT.as_u16()), &id).await?;
     Ok(no_content())
 }

@@ -8,10 +8,10 @@ use super::{MetadataParams, PageParams};
 use super::{created_json, listed, ok_json, page_spec, param};
 use crate::domain::internal_account::{self, InternalAccount, InternalAccountFilter, InternalAccountInput, InternalAccountPatch};
 use crate::error::Error;
-use crate::http::AppState;
+use crate::app::AppState;
 use crate::http::auth::Principal;
 use crate::http::extract::{JsonBody, PathId, QueryParams};
-use crate::http::idempotency::WriteContext;
+use crate::app::WriteContext;
 
 #[utoipa::path(
     post,
@@ -28,7 +28,7 @@ pub async fn create(
     JsonBody(input): JsonBody<InternalAccountInput>,
 ) -> Result<Response, Error> {
     let scope = principal.scope();
-    let json = internal_account::create(&state.ctx(&scope), &state.committer(&write, StatusCode::CREATED), &input).await?;
+    let json = internal_account::create(&state.ctx(&scope), &state.committer(&write, StatusCode::CREATED.as_u16()), &input).await?;
     Ok(created_json(json))
 }
 
@@ -98,6 +98,6 @@ pub async fn update(
     JsonBody(patch): JsonBody<InternalAccountPatch>,
 ) -> Result<Response, Error> {
     let scope = principal.scope();
-    let json = internal_account::update(&state.ctx(&scope), &state.committer(&write, StatusCode::OK), &id, &patch).await?;
+    let json = internal_account::update(&state.ctx(&scope), &state.committer(&write, StatusCode::OK.as_u16()), &id, &patch).await?;
     Ok(ok_json(json))
 }

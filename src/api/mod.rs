@@ -18,7 +18,7 @@ use axum::routing::get;
 
 use crate::domain::listing::{ListedPage, PageSpec};
 use crate::error::Error;
-use crate::http::AppState;
+use crate::app::AppState;
 use crate::http::extract::QueryParams;
 use crate::http::idempotency::json_response;
 use crate::http::pagination::{PageRequest, page_response};

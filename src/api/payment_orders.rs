@@ -10,10 +10,10 @@ use crate::domain::listing::time_bound;
 use crate::domain::payment_order::ops::{self, PaymentOrderFilter};
 use crate::domain::payment_order::{PaymentOrder, PaymentOrderInput, PaymentOrderPatch};
 use crate::error::Error;
-use crate::http::AppState;
+use crate::app::AppState;
 use crate::http::auth::Principal;
 use crate::http::extract::{JsonBody, PathId, QueryParams};
-use crate::http::idempotency::WriteContext;
+use crate::app::WriteContext;
 
 #[utoipa::path(
     post,
@@ -32,7 +32,7 @@ pub async fn create(
     JsonBody(input): JsonBody<PaymentOrderInput>,
 ) -> Result<Response, Error> {
     let scope = principal.scope();
-    let json = ops::create(&state.ctx(&scope), &state.committer(&write, StatusCode::CREATED), &input).await?;
+    let json = ops::create(&state.ctx(&scope), &state.committer(&write, StatusCode::CREATED.as_u16()), &input).await?;
     Ok(created_json(json))
 }
 
@@ -118,6 +118,6 @@ pub async fn update(
     JsonBody(patch): JsonBody<PaymentOrderPatch>,
 ) -> Result<Response, Error> {
     let scope = principal.scope();
-    let json = ops::update(&state.ctx(&scope), &state.committer(&write, StatusCode::OK), &id, &patch).await?;
+    let json = ops::update(&state.ctx(&scope), &state.committer(&write, StatusCode::OK.as_u16()), &id, &patch).await?;
     Ok(ok_json(json))
 }

@@ -11,10 +11,10 @@ use super::{created_json, listed, no_content, ok_json, page_spec, param};
 use crate::domain::webhook::{self, CreatedEndpoint, EndpointInput, UrlPolicy, WebhookEndpoint};
 use crate::domain::webhook_delivery::{self, Delivery};
 use crate::error::Error;
-use crate::http::AppState;
+use crate::app::AppState;
 use crate::http::auth::Principal;
 use crate::http::extract::{JsonBody, PathId, QueryParams};
-use crate::http::idempotency::WriteContext;
+use crate::app::WriteContext;
 
 /// `{id}` and `{delivery_id}` of a delivery's path.
 pub struct DeliveryPath {
@@ -54,7 +54,7 @@ pub async fn create(
     JsonBody(input): JsonBody<EndpointInput>,
 ) -> Result<Response, Error> {
     let scope = principal.scope();
-    let committer = state.committer(&write, StatusCode::CREATED);
+    let committer = state.committer(&write, StatusCode::CREATED.as_u16());
     let json = webhook::create(&state.ctx(&scope), &committer, &input, &policy(&state)).await?;
     Ok(created_json(json))
 }
@@ -105,7 +105,7 @@ pub async fn delete(
     PathId(id): PathId,
 ) -> Result<Response, Error> {
     let scope = principal.scope();
-    webhook::delete(&state.ctx(&scope), &state.committer(&write, StatusCode::NO_CONTENT), &id).await?;
+    webhook::delete(&state.ctx(&scope), &state.committer(&write, StatusCode::NO_CONTENT.as_u16()), &id).await?;
     Ok(no_content())
 }
 
@@ -169,8 +169,8 @@ pub async fn resend(
     path: DeliveryPath,
 ) -> Result<Response, Error> {
     let scope = principal.scope();
-    let retry = crate::webhooks::retry_policy(&state.config);
-    let committer = state.committer(&write, StatusCode::OK);
+    let retry = state.config.webhook_retry_policy();
+    let committer = state.committer(&write, StatusCode::OK.as_u16());
     let json = webhook_delivery::resend(&state.ctx(&scope), &committer, &path.endpoint_id, &path.delivery_id, &retry).await?;
     Ok(ok_json(json))
 }

@@ -1,7 +1,10 @@
 //! The domain: resource types, their rules, and the operations on them. It knows the store
 //! trait and JSON (the wire format is the resource's own shape), never HTTP or SQL.
 
-pub mod api_key;
+// Value types the store shares, defined below both (`crate::base`); named here too, where the
+// domain's readers look for them.
+pub use crate::base::{api_key, time};
+
 pub mod common;
 pub mod counterparty;
 pub mod enums;
@@ -12,7 +15,6 @@ pub mod keys;
 pub mod listing;
 pub mod payment_order;
 pub mod schema;
-pub mod time;
 pub mod validate;
 pub mod webhook;
 pub mod webhook_delivery;

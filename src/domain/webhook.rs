@@ -40,6 +40,8 @@ pub const STATE_KIND: &str = "webhook_endpoint_state";
 pub const DISPATCH_TERM: &str = "webhook_dispatch";
 const DISPATCH_VALUE: &str = "0";
 
+/// Endpoints the delivery worker serves at most (across all tenants).
+pub const ENDPOINTS_SERVED_MAX: usize = 10_000;
 pub const URL_LEN_MAX: usize = 2048;
 pub const EVENT_NAMES_MAX: usize = 50;
 pub const EVENT_NAME_LEN_MAX: usize = 100;
@@ -460,7 +462,7 @@ pub struct EndpointSummary {
 
 /// `payrail webhooks list`: every endpoint of every organization and mode, oldest first.
 pub async fn list_all(store: &dyn Store) -> Result<Vec<EndpointSummary>> {
-    let mut all: Vec<EndpointSummary> = load_all(store, crate::webhooks::ENDPOINTS_MAX)
+    let mut all: Vec<EndpointSummary> = load_all(store, ENDPOINTS_SERVED_MAX)
         .await?
         .into_iter()
         .map(|e| EndpointSummary {

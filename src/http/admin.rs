@@ -1,5 +1,6 @@
 //! The admin listener (SPEC K3): plain HTTP, loopback by default, `/healthz`, `/metrics` and
-//! `/openapi.json` (the API's OpenAPI document, `crate::api::openapi`).
+//! `/openapi.json` (the API's OpenAPI document, which the caller hands in: `http/` knows no
+//! resource).
 //! It serves nothing of the API and needs no key; keep it off public interfaces.
 
 use axum::Router;
@@ -8,17 +9,20 @@ use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 
-use super::AppState;
+use crate::app::AppState;
 
-pub fn router(state: AppState) -> Router {
-    Router::new().route("/healthz", get(healthz)).route("/metrics", get(metrics)).route("/openapi.json", get(openapi)).with_state(state)
-}
-
-/// The OpenAPI document, generated once.
-async fn openapi() -> impl IntoResponse {
-    static DOCUMENT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    let body = DOCUMENT.get_or_init(crate::api::openapi::json).clone();
-    ([(header::CONTENT_TYPE, "application/json")], body)
+/// The admin routes; `openapi` makes the OpenAPI document, once, on its first request.
+pub fn router(state: AppState, openapi: fn() -> String) -> Router {
+    let document = std::sync::Arc::new(std::sync::OnceLock::new());
+    let serve_document = move || {
+        let document = document.clone();
+        async move { ([(header::CONTENT_TYPE, "application/json")], document.get_or_init(openapi).clone()) }
+    };
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics))
+        .route("/openapi.json", get(serve_document))
+        .with_state(state)
 }
 
 async fn healthz(State(state): State<AppState>) -> impl IntoResponse {

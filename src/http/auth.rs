@@ -13,7 +13,7 @@ use axum::http::{HeaderMap, header};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 
-use super::AppState;
+use crate::app::AppState;
 use crate::domain::api_key::{ApiKey, KeyState, Scope, SecretKey};
 use crate::error::{AuthFailure, Error};
 

@@ -7,7 +7,7 @@ use axum::http::header;
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
-use super::AppState;
+use crate::app::AppState;
 use crate::error::Error;
 
 /// A JSON request body, deserialised into `T`. Unknown fields are ignored (newer SDKs send

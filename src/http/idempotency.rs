@@ -3,7 +3,7 @@
 //! For a POST with `Idempotency-Key`, the key is claimed as soon as the headers are in, before
 //! the body is read, so a request still uploading is already in flight (I6). The handler then
 //! runs in its own task: a client that disconnects cannot cancel it halfway. Its effects, events
-//! and the reply bytes commit in one transaction through [`AppState::commit_reply`] (I3, I8);
+//! and the reply bytes commit in one transaction through `AppState::commit_reply` (`app::commit`) (I3, I8);
 //! any failure commits nothing and frees the key (I5). Requests that time out abandon their
 //! [`CommitGate`], so a write never lands after its client was told it failed.
 
@@ -19,12 +19,12 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 
-use super::AppState;
+use crate::app::AppState;
+use crate::app::commit::{ReplyTarget, WriteContext};
 use super::auth::Principal;
 use super::extract::read_body;
-use crate::domain::Commit;
 use crate::error::Error;
-use crate::store::{Claim, ClaimToken, CommitGate, Store, StoredReply, Write, WriteBatch};
+use crate::store::{Claim, ClaimToken, CommitGate, Store, StoredReply, WriteBatch};
 
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 pub const REPLAYED: &str = "idempotent-replayed";
@@ -32,76 +32,11 @@ pub const REPLAYED: &str = "idempotent-replayed";
 const IN_FLIGHT_RETRY_AFTER_S: u64 = 1;
 pub const KEY_LEN_MAX: usize = 255;
 
-/// What a handler needs to commit its work: the gate, and where its reply is kept.
-#[derive(Debug, Clone)]
-pub struct WriteContext {
-    gate: Arc<CommitGate>,
-    reply: Option<ReplyTarget>,
-    claim: Option<ClaimToken>,
-    stored: Arc<AtomicBool>,
-}
-
-#[derive(Debug, Clone)]
-struct ReplyTarget {
-    api_key_id: String,
-    key: String,
-    fingerprint: [u8; 32],
-}
-
 impl<S: Send + Sync> FromRequestParts<S> for WriteContext {
     type Rejection = Error;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
         parts.extensions.get::<WriteContext>().cloned().ok_or_else(|| Error::internal("write context missing"))
-    }
-}
-
-impl AppState {
-    /// Commits `batch` and, under an idempotency key, the reply `body` with it (I3).
-    pub async fn commit_reply(&self, ctx: &WriteContext, mut batch: WriteBatch, status: StatusCode, body: Bytes) -> Result<(), Error> {
-        if let Some(target) = &ctx.reply {
-            batch.push(Write::SaveReply(self.stored_reply(target, status, body)));
-        }
-        batch.gate = Some(ctx.gate.clone());
-        // The commit releases the claim with the reply, and only if the claim is still ours.
-        batch.claim = ctx.claim.clone();
-        self.store.commit(batch).await?;
-        ctx.stored.store(true, Ordering::Release);
-        Ok(())
-    }
-
-    /// The domain's way to commit, for a handler that will answer `status`.
-    pub fn committer<'a>(&'a self, ctx: &'a WriteContext, status: StatusCode) -> Committer<'a> {
-        Committer { state: self, ctx, status }
-    }
-
-    fn stored_reply(&self, target: &ReplyTarget, status: StatusCode, body: Bytes) -> StoredReply {
-        let now = self.clock.now();
-        StoredReply {
-            api_key_id: target.api_key_id.clone(),
-            key: target.key.clone(),
-            status: status.as_u16(),
-            content_type: "application/json".into(),
-            body,
-            fingerprint: target.fingerprint,
-            created_at: now,
-            expires_at: now.plus_secs(self.config.idempotency_ttl_secs),
-        }
-    }
-}
-
-/// Commits domain batches with the reply that will report them.
-pub struct Committer<'a> {
-    state: &'a AppState,
-    ctx: &'a WriteContext,
-    status: StatusCode,
-}
-
-#[async_trait::async_trait]
-impl Commit for Committer<'_> {
-    async fn commit(&self, batch: WriteBatch, reply_json: &str) -> Result<(), Error> {
-        let body = Bytes::copy_from_slice(reply_json.as_bytes());
-        self.state.commit_reply(self.ctx, batch, self.status, body).await
     }
 }
 
@@ -360,7 +295,7 @@ async fn execute_claimed(
 async fn store_late(state: &AppState, ctx: &WriteContext, response: Response) -> Result<Response, Error> {
     let (parts, body) = response.into_parts();
     let bytes = axum::body::to_bytes(body, usize::MAX).await.map_err(|err| Error::internal(format!("reading reply: {err}")))?;
-    state.commit_reply(ctx, WriteBatch::new(), parts.status, bytes.clone()).await?;
+    state.commit_reply(ctx, WriteBatch::new(), parts.status.as_u16(), bytes.clone()).await?;
     Ok(Response::from_parts(parts, Body::from(bytes)))
 }
 

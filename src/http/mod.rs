@@ -6,14 +6,11 @@ pub mod auth;
 pub mod error;
 pub mod extract;
 pub mod idempotency;
-pub mod metrics;
 pub mod pagination;
 pub mod rate_limit;
 pub mod serve;
 pub mod tls;
 pub mod unread_body;
-
-use std::sync::Arc;
 
 use std::time::Instant;
 
@@ -24,50 +21,8 @@ use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use tower::ServiceExt;
 
-use crate::config::Config;
-use crate::domain::Ctx;
-use crate::domain::api_key::Scope;
-use crate::domain::time::Clock;
+use crate::app::AppState;
 use crate::error::Error;
-use crate::store::Store;
-
-/// What every handler can reach. Cloned by every layer of every request, so one pointer.
-#[derive(Clone)]
-pub struct AppState(Arc<Shared>);
-
-pub struct Shared {
-    pub store: Arc<dyn Store>,
-    pub clock: Arc<dyn Clock>,
-    pub config: Arc<Config>,
-    pub metrics: Arc<metrics::Metrics>,
-    pub rate_limiter: Arc<rate_limit::RateLimiter>,
-}
-
-impl AppState {
-    /// The state a server runs with: its clock and rate limits come from its configuration.
-    pub fn serving(store: Arc<dyn Store>, config: Arc<Config>) -> Self {
-        AppState(Arc::new(Shared {
-            store,
-            clock: config.clock.clone(),
-            metrics: Arc::default(),
-            rate_limiter: Arc::new(rate_limit::RateLimiter::new(config.rate_limit_per_sec, config.rate_limit_burst)),
-            config,
-        }))
-    }
-
-    /// The domain's view of a request: store, tenant, and the time it runs at.
-    pub fn ctx<'a>(&'a self, scope: &'a Scope) -> Ctx<'a> {
-        Ctx { store: self.store.as_ref(), scope, now: self.clock.now() }
-    }
-}
-
-impl std::ops::Deref for AppState {
-    type Target = Shared;
-
-    fn deref(&self) -> &Shared {
-        &self.0
-    }
-}
 
 /// The API as served: the front door, then the routes. `/api` and everything under it sits
 /// behind authentication; nothing else is served.
@@ -77,9 +32,10 @@ pub struct Api {
     routes: Router,
 }
 
-/// The API for [`serve::serve`].
-pub fn router(state: AppState) -> Api {
-    let mut routes = crate::api::routes()
+/// The API for [`serve::serve`]: `routes` (the resources, from `api/`) behind the front door,
+/// authentication, idempotency and rate limits.
+pub fn router(state: AppState, routes: Router<AppState>) -> Api {
+    let mut routes = routes
         .route_layer(middleware::from_fn_with_state(state.clone(), idempotency::layer))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed);

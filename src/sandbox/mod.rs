@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use crate::domain::payment_order::{self, ops};
-use crate::http::AppState;
+use crate::app::AppState;
 
 /// Orders moved per pass at most; the rest wait for the next pass.
 const PASS_ORDERS_MAX: usize = 200;

@@ -24,7 +24,7 @@ use memmap2::MmapRaw;
 use rand::RngCore;
 
 use super::FoundKey;
-use crate::domain::api_key::KeyHash;
+use crate::base::api_key::KeyHash;
 
 /// Entries kept at most; past it the cache starts again empty (real deployments have dozens).
 const ENTRIES_MAX: usize = 10_000;
@@ -128,8 +128,8 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
-    use crate::domain::api_key::ApiKey;
-    use crate::domain::time::Timestamp;
+    use crate::base::api_key::ApiKey;
+    use crate::base::time::Timestamp;
 
     fn key(id: &str) -> FoundKey {
         let at = Timestamp::from_micros(0);

@@ -9,6 +9,7 @@
 pub mod key_cache;
 pub mod postgres;
 pub mod reply_cache;
+pub mod sql;
 pub mod sqlite;
 
 use std::sync::Arc;
@@ -17,8 +18,8 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use crate::domain::api_key::{ApiKey, KeyHash, KeyHasher, Scope};
-use crate::domain::time::Timestamp;
+use crate::base::api_key::{ApiKey, KeyHash, KeyHasher, Scope};
+use crate::base::time::Timestamp;
 use crate::error::{Error, Result};
 
 /// A key found by its hash, and that hash (to compare in constant time).

@@ -11,7 +11,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
 use super::StoredReply;
-use crate::domain::time::Timestamp;
+use crate::base::time::Timestamp;
 
 const ENTRIES_MAX: usize = 16_384;
 const BYTES_MAX: usize = 32 * 1024 * 1024;

@@ -14,7 +14,7 @@
 //! delivery from two of them at once. On shutdown the worker stops claiming and waits for the
 //! sends in flight (bounded by the timeout) so their outcomes are recorded.
 //!
-//! Limits: up to `ENDPOINTS_MAX` endpoints across all tenants are served; each pass reads up
+//! Limits: up to `domain::webhook::ENDPOINTS_SERVED_MAX` endpoints across all tenants are served; each pass reads up
 //! to `ENQUEUE_BATCH_MAX` events per endpoint (a backlog drains over consecutive passes).
 
 pub mod client;
@@ -32,12 +32,10 @@ use crate::domain::time::{Clock, Timestamp};
 use crate::domain::webhook::{self, LoadedEndpoint, UrlPolicy};
 use crate::domain::webhook_delivery::{self as delivery, ClaimedDelivery, Outcome, RetryPolicy};
 use crate::error::Result;
-use crate::http::AppState;
+use crate::app::AppState;
 use crate::store::Store;
 use client::Sender;
 
-/// Endpoints served at most (across all tenants).
-pub const ENDPOINTS_MAX: usize = 10_000;
 /// Events turned into deliveries per endpoint and pass at most.
 pub const ENQUEUE_BATCH_MAX: usize = 200;
 /// Extra time given to sends in flight at shutdown, beyond their own timeout.
@@ -70,21 +68,12 @@ impl Settings {
             timeout: Duration::from_millis(timeout_ms),
             // A lease always outlives the send it covers.
             lease_ms: config.webhook_lease_ms.max(timeout_ms.saturating_mul(2)),
-            retry: retry_policy(config),
+            retry: config.webhook_retry_policy(),
             in_flight_max: config.webhook_in_flight_max.max(1),
             endpoint_in_flight_max: config.webhook_endpoint_in_flight_max.max(1),
             policy: UrlPolicy { allow_private: config.webhooks_allow_private },
             retention_secs: config.webhook_delivery_retention_secs.max(0),
         }
-    }
-}
-
-/// The retry schedule in force.
-pub fn retry_policy(config: &Config) -> RetryPolicy {
-    RetryPolicy {
-        base_ms: config.webhook_retry_base_ms.max(1),
-        max_ms: config.webhook_retry_max_ms.max(config.webhook_retry_base_ms).max(1),
-        window_secs: config.webhook_retry_window_secs.max(0),
     }
 }
 
@@ -175,7 +164,7 @@ impl Worker {
 
     /// One pass; true when an endpoint has more events waiting than one pass takes.
     async fn pass(&mut self) -> Result<bool> {
-        let endpoints = webhook::load_all(self.store.as_ref(), ENDPOINTS_MAX).await?;
+        let endpoints = webhook::load_all(self.store.as_ref(), webhook::ENDPOINTS_SERVED_MAX).await?;
         let mut more = false;
         for endpoint in &endpoints {
             let now = self.clock.now();

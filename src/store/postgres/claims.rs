@@ -24,7 +24,7 @@ use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
 use super::{db_err, pool_err, queue};
-use crate::domain::time::Timestamp;
+use crate::base::time::Timestamp;
 use crate::error::{Error, Result};
 use crate::store::{Claim, ClaimToken, StoredReply};
 

@@ -16,7 +16,7 @@ use deadpool_postgres::Pool;
 
 use super::{claims, commit_alone, db_err, pool_err, queue, writes};
 use crate::error::{Error, Result};
-use crate::store::sqlite::kind_str;
+use crate::store::sql::kind_str;
 use crate::store::{ObjectRecord, StoredReply, Write, WriteBatch, abandoned, claim_lost, reply_cache};
 
 /// Batches in one group at most.

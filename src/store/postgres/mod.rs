@@ -27,8 +27,8 @@ use tokio_postgres::{NoTls, Row};
 use super::key_cache::KeyEntries;
 use super::reply_cache::{self, ReplyCache};
 use super::{Claim, ClaimToken, Filter, FoundKey, ListQuery, Page, Store, StoredObject, StoredReply, WriteBatch, abandoned};
-use crate::domain::api_key::{ApiKey, KeyHash, KeyHasher, Scope};
-use crate::domain::time::Timestamp;
+use crate::base::api_key::{ApiKey, KeyHash, KeyHasher, Scope};
+use crate::base::time::Timestamp;
 use crate::error::{Error, Result};
 
 /// How long a request waits for a pooled connection before answering 503.
@@ -227,7 +227,7 @@ fn list_sql(query: &ListQuery) -> (String, Vec<Box<dyn ToSql + Sync + Send>>) {
     for filter in &query.filters {
         let (name, op, value) = match filter {
             Filter::Eq { name, value } => (name, "=", value.clone()),
-            Filter::Contains { name, needle } => (name, "LIKE", format!("%{}%", super::sqlite::escape_like(needle))),
+            Filter::Contains { name, needle } => (name, "LIKE", format!("%{}%", super::sql::escape_like(needle))),
             Filter::AtLeast { name, value } => (name, ">=", value.clone()),
             Filter::AtMost { name, value } => (name, "<=", value.clone()),
             Filter::CreatedFrom(at) => {

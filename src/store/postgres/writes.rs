@@ -9,7 +9,7 @@ use futures_util::future::join_all;
 
 use super::db_err;
 use crate::error::{Error, Result};
-use crate::store::sqlite::kind_str;
+use crate::store::sql::kind_str;
 use crate::store::{ClaimToken, ObjectRecord, Write, claim_lost};
 
 /// Releases the request's claim inside the commit's transaction; no row means the claim is no

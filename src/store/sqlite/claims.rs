@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::domain::time::Timestamp;
+use crate::base::time::Timestamp;
 use crate::store::ClaimToken;
 
 /// Stripes of the reply generation (a power of two).

@@ -62,7 +62,7 @@ mod tests {
         apply(&mut conn).unwrap();
         apply(&mut conn).unwrap(); // a second start changes nothing
         for (api_key_id, key) in [("key_a", "k1"), ("key_a", "k2"), ("key_b", "k1")] {
-            let reply = super::super::reply_slots::find(&conn, api_key_id, key, crate::domain::time::Timestamp::from_micros(50))
+            let reply = super::super::reply_slots::find(&conn, api_key_id, key, crate::base::time::Timestamp::from_micros(50))
                 .unwrap()
                 .expect("the reply moved into its slot");
             let body = reply.body.to_vec();

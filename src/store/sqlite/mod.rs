@@ -27,8 +27,9 @@ use super::reply_cache::{self, ReplyCache};
 use super::{
     Claim, ClaimToken, Filter, FoundKey, ListQuery, Page, Store, StoredObject, StoredReply, WriteBatch, backend_error, claim_lost,
 };
-use crate::domain::api_key::{ApiKey, KeyHash, KeyHasher, Scope};
-use crate::domain::time::Timestamp;
+use crate::base::api_key::{ApiKey, KeyHash, KeyHasher, Scope};
+use crate::base::time::Timestamp;
+use crate::store::sql::escape_like;
 use crate::error::{Error, Result};
 
 /// Read connections kept open.
@@ -180,10 +181,6 @@ pub(crate) fn row_err(err: rusqlite::Error) -> Error {
     backend_error("sqlite", err)
 }
 
-/// A kind as people read it: `external_account` -> `external account`.
-pub(crate) fn kind_str(kind: &str) -> String {
-    kind.replace('_', " ")
-}
 
 fn stored_object(row: &Row<'_>) -> rusqlite::Result<StoredObject> {
     Ok(StoredObject { id: row.get(0)?, parent_id: row.get(1)?, version: row.get(2)?, doc: row.get(3)? })
@@ -256,17 +253,6 @@ fn list_sql(query: &ListQuery) -> (String, Vec<Value>) {
     sql.push_str(" ORDER BY o.seq DESC LIMIT ?");
     args.push(Value::Integer(i64::try_from(query.limit + 1).unwrap_or(i64::MAX)));
     (sql, args)
-}
-
-pub(crate) fn escape_like(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        if matches!(c, '%' | '_' | '\\') {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
 }
 
 #[async_trait]

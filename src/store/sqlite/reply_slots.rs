@@ -17,7 +17,7 @@
 use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
 use sha2::{Digest, Sha256};
 
-use crate::domain::time::Timestamp;
+use crate::base::time::Timestamp;
 use crate::error::{Error, Result};
 use crate::store::StoredReply;
 

@@ -11,7 +11,8 @@ use std::time::Duration;
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use tokio::sync::oneshot;
 
-use super::{kind_str, reply_slots, row_err};
+use super::{reply_slots, row_err};
+use crate::store::sql::kind_str;
 use crate::error::{Error, Result};
 use crate::store::{ObjectRecord, Write, WriteBatch, abandoned, backend_error};
 
@@ -273,8 +274,8 @@ fn insert_terms(tx: &Transaction<'_>, seq: i64, record: &ObjectRecord) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::api_key::Scope;
-    use crate::domain::time::Timestamp;
+    use crate::base::api_key::Scope;
+    use crate::base::time::Timestamp;
 
     fn scope() -> Scope {
         Scope { organization_id: "org".into(), live_mode: false }
