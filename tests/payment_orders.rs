@@ -411,10 +411,10 @@ async fn l2_payment_order_list_filters() {
             body.as_array().unwrap().iter().map(|o| o["id"].as_str().unwrap().to_owned()).collect::<Vec<_>>()
         }
     };
-    assert_eq!(ids("direction=debit").await, [debit_id.clone()]);
-    assert_eq!(ids("status=cancelled").await, [credit_id.clone()]);
-    assert_eq!(ids("metadata%5Bbatch%5D=night+run").await, [debit_id.clone()]);
-    assert_eq!(ids("effective_date_start=2030-01-01&effective_date_end=2030-01-31").await, [debit_id.clone()]);
+    assert_eq!(ids("direction=debit").await, vec![debit_id.clone()]);
+    assert_eq!(ids("status=cancelled").await, vec![credit_id.clone()]);
+    assert_eq!(ids("metadata%5Bbatch%5D=night+run").await, vec![debit_id.clone()]);
+    assert_eq!(ids("effective_date_start=2030-01-01&effective_date_end=2030-01-31").await, vec![debit_id.clone()]);
     assert_eq!(ids("type=ach&per_page=10").await, [credit_id.clone(), debit_id.clone()]);
     assert_eq!(ids(Box::leak(format!("counterparty_id={counterparty_id}").into_boxed_str())).await.len(), 2);
     assert_eq!(ids("created_at_start=2000-01-01&created_at_end=2100-01-01").await.len(), 2);

@@ -61,8 +61,8 @@ proptest! {
     /// A2: garbage never panics, and whatever is accepted really was `Basic` credentials.
     #[test]
     fn a2_garbage_never_panics(value in proptest::collection::vec(any::<u8>(), 0..1500)) {
-        if let Some(headers) = authorization(&value) {
-            if let Some((user, password)) = basic_credentials(&headers) {
+        if let Some(headers) = authorization(&value)
+            && let Some((user, password)) = basic_credentials(&headers) {
                 prop_assert!(value.len() <= 1024);
                 let text = String::from_utf8(value).expect("accepted headers are UTF-8");
                 let (scheme, encoded) = text.trim().split_once(' ').expect("scheme and credentials");
@@ -70,7 +70,6 @@ proptest! {
                 let decoded = STANDARD.decode(encoded.trim()).expect("valid base64");
                 prop_assert_eq!(decoded, format!("{user}:{password}").into_bytes());
             }
-        }
     }
 
     /// A2: an oversized header is refused before it is decoded.

@@ -5,10 +5,10 @@ use axum::response::Response;
 
 use super::PageParams;
 use super::{listed, ok_json, page_spec, param};
+use crate::app::AppState;
 use crate::domain::event::{self, EventDoc, EventFilter};
 use crate::domain::listing::time_bound;
 use crate::error::Error;
-use crate::app::AppState;
 use crate::http::auth::Principal;
 use crate::http::extract::{PathId, QueryParams};
 

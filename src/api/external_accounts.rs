@@ -6,12 +6,12 @@ use axum::response::Response;
 
 use super::{MetadataParams, PageParams};
 use super::{created_json, listed, no_content, ok_json, page_spec, param};
+use crate::app::AppState;
+use crate::app::WriteContext;
 use crate::domain::external_account::{self, ExternalAccount, ExternalAccountFilter, ExternalAccountInput, ExternalAccountPatch};
 use crate::error::Error;
-use crate::app::AppState;
 use crate::http::auth::Principal;
 use crate::http::extract::{JsonBody, PathId, QueryParams};
-use crate::app::WriteContext;
 
 #[utoipa::path(
     post,

@@ -6,12 +6,12 @@ use axum::response::Response;
 
 use super::{MetadataParams, PageParams};
 use super::{created_json, listed, ok_json, page_spec, param};
+use crate::app::AppState;
+use crate::app::WriteContext;
 use crate::domain::internal_account::{self, InternalAccount, InternalAccountFilter, InternalAccountInput, InternalAccountPatch};
 use crate::error::Error;
-use crate::app::AppState;
 use crate::http::auth::Principal;
 use crate::http::extract::{JsonBody, PathId, QueryParams};
-use crate::app::WriteContext;
 
 #[utoipa::path(
     post,

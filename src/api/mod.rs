@@ -16,9 +16,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
+use crate::app::AppState;
 use crate::domain::listing::{ListedPage, PageSpec};
 use crate::error::Error;
-use crate::app::AppState;
 use crate::http::extract::QueryParams;
 use crate::http::idempotency::json_response;
 use crate::http::pagination::{PageRequest, page_response};

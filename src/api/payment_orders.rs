@@ -6,14 +6,14 @@ use axum::response::Response;
 
 use super::{MetadataParams, PageParams};
 use super::{created_json, listed, ok_json, page_spec, param};
+use crate::app::AppState;
+use crate::app::WriteContext;
 use crate::domain::listing::time_bound;
 use crate::domain::payment_order::ops::{self, PaymentOrderFilter};
 use crate::domain::payment_order::{PaymentOrder, PaymentOrderInput, PaymentOrderPatch};
 use crate::error::Error;
-use crate::app::AppState;
 use crate::http::auth::Principal;
 use crate::http::extract::{JsonBody, PathId, QueryParams};
-use crate::app::WriteContext;
 
 #[utoipa::path(
     post,

@@ -8,13 +8,13 @@ use axum::response::Response;
 
 use super::PageParams;
 use super::{created_json, listed, no_content, ok_json, page_spec, param};
+use crate::app::AppState;
+use crate::app::WriteContext;
 use crate::domain::webhook::{self, CreatedEndpoint, EndpointInput, UrlPolicy, WebhookEndpoint};
 use crate::domain::webhook_delivery::{self, Delivery};
 use crate::error::Error;
-use crate::app::AppState;
 use crate::http::auth::Principal;
 use crate::http::extract::{JsonBody, PathId, QueryParams};
-use crate::app::WriteContext;
 
 /// `{id}` and `{delivery_id}` of a delivery's path.
 pub struct DeliveryPath {

@@ -19,10 +19,10 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 
-use crate::app::AppState;
-use crate::app::commit::{ReplyTarget, WriteContext};
 use super::auth::Principal;
 use super::extract::read_body;
+use crate::app::AppState;
+use crate::app::commit::{ReplyTarget, WriteContext};
 use crate::error::Error;
 use crate::store::{Claim, ClaimToken, CommitGate, Store, StoredReply, WriteBatch};
 

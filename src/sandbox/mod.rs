@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::domain::payment_order::{self, ops};
 use crate::app::AppState;
+use crate::domain::payment_order::{self, ops};
 
 /// Orders moved per pass at most; the rest wait for the next pass.
 const PASS_ORDERS_MAX: usize = 200;

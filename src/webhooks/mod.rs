@@ -27,12 +27,12 @@ use std::time::Duration;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 
+use crate::app::AppState;
 use crate::config::Config;
 use crate::domain::time::{Clock, Timestamp};
 use crate::domain::webhook::{self, LoadedEndpoint, UrlPolicy};
 use crate::domain::webhook_delivery::{self as delivery, ClaimedDelivery, Outcome, RetryPolicy};
 use crate::error::Result;
-use crate::app::AppState;
 use crate::store::Store;
 use client::Sender;
 

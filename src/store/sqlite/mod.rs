@@ -29,8 +29,8 @@ use super::{
 };
 use crate::base::api_key::{ApiKey, KeyHash, KeyHasher, Scope};
 use crate::base::time::Timestamp;
-use crate::store::sql::escape_like;
 use crate::error::{Error, Result};
+use crate::store::sql::escape_like;
 
 /// Read connections kept open.
 const READERS: usize = 8;
@@ -180,7 +180,6 @@ fn load_pepper(conn: &Connection) -> anyhow::Result<Vec<u8>> {
 pub(crate) fn row_err(err: rusqlite::Error) -> Error {
     backend_error("sqlite", err)
 }
-
 
 fn stored_object(row: &Row<'_>) -> rusqlite::Result<StoredObject> {
     Ok(StoredObject { id: row.get(0)?, parent_id: row.get(1)?, version: row.get(2)?, doc: row.get(3)? })

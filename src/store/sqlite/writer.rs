@@ -12,8 +12,8 @@ use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use tokio::sync::oneshot;
 
 use super::{reply_slots, row_err};
-use crate::store::sql::kind_str;
 use crate::error::{Error, Result};
+use crate::store::sql::kind_str;
 use crate::store::{ObjectRecord, Write, WriteBatch, abandoned, backend_error};
 
 /// Batches folded into one commit at most: bounds the latency one commit adds to its first batch.
