@@ -2,6 +2,7 @@
 //! under concurrent write load while every client retries with its idempotency key, and a
 //! PostgreSQL restart under load. The figures are printed; lost writes and duplicates must be 0.
 
+#[macro_use]
 mod common;
 
 use std::collections::{BTreeMap, HashSet};
@@ -194,6 +195,7 @@ fn pem_of(instance: &Instance) -> Vec<u8> {
     std::fs::read(instance.data_dir.join("tls-cert.pem")).unwrap()
 }
 
+on_both_stores! {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn s3_kill_9_under_load_loses_nothing_and_creates_nothing_twice() {
     let root = tempfile::tempdir().unwrap();
@@ -237,14 +239,11 @@ async fn s3_kill_9_under_load_loses_nothing_and_creates_nothing_twice() {
         drop(slot);
     }
 }
+}
 
+on_postgres_only! {
 #[tokio::test]
 async fn s2_database_restart_answers_503_then_recovers() {
-    if !on_postgres() {
-        assert_eq!(std::env::var("PAYRAIL_TEST_STORE").as_deref(), Ok("sqlite"), "needs PostgreSQL (scripts/test provides it)");
-        eprintln!("s2_database_restart_answers_503_then_recovers: runs in the PostgreSQL pass");
-        return;
-    }
     // A cluster of its own, so restarting it disturbs no other test.
     let cluster_dir = tempfile::tempdir().unwrap();
     let port = free_port().to_string();
@@ -283,4 +282,5 @@ async fn s2_database_restart_answers_503_then_recovers() {
     assert_eq!(listed.as_array().unwrap().len(), 2, "the write refused while the database was down was not half-applied");
     drop(server);
     run("stop");
+}
 }

@@ -3,6 +3,7 @@
 //! Requests still uploading their body are driven over a raw TLS connection (headers and part of
 //! the body sent, the rest held back), so "in flight" is a fact of the wire, not of timing.
 
+#[macro_use]
 mod common;
 
 use std::sync::Arc;
@@ -193,6 +194,7 @@ fn assert_in_flight_409(r: &Reply) {
 // I1: key syntax
 // ---------------------------------------------------------------------------------------------
 
+on_both_stores! {
 #[tokio::test]
 async fn i1_malformed_key_is_400() {
     let server = TestServer::start().await;
@@ -225,11 +227,13 @@ async fn i1_malformed_key_is_400() {
     // A one-character key is fine too.
     assert_eq!(post_idem(&server, "/api/counterparties", &key, "1", &json!({"name": "One"})).await.status, 201);
 }
+}
 
 // ---------------------------------------------------------------------------------------------
 // I3, I4: replay
 // ---------------------------------------------------------------------------------------------
 
+on_both_stores! {
 #[tokio::test]
 async fn i3_i4_replay_is_byte_identical_with_header() {
     let server = TestServer::start().await;
@@ -253,7 +257,9 @@ async fn i3_i4_replay_is_byte_identical_with_header() {
     let (_, events) = json(server.get(&format!("/api/events?entity_id={}", first.id()), &key).send().await.unwrap()).await;
     assert_eq!(events.as_array().unwrap().len(), 1, "one event: {events}");
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn i4_replay_ignores_route_and_body() {
     let server = TestServer::start().await;
@@ -270,11 +276,13 @@ async fn i4_replay_ignores_route_and_body() {
     assert_eq!((invalid.status, &invalid.body, invalid.replayed.as_deref()), (201, &first.body, Some("true")));
     assert_eq!(list_ids(&server, "/api/counterparties", &key).await, vec![first.id()]);
 }
+}
 
 // ---------------------------------------------------------------------------------------------
 // I2: scope
 // ---------------------------------------------------------------------------------------------
 
+on_both_stores! {
 #[tokio::test]
 async fn i2_keys_scoped_by_api_key() {
     let server = TestServer::start().await;
@@ -302,11 +310,13 @@ async fn i2_keys_scoped_by_api_key() {
         assert_eq!((again.status, &again.body, again.replayed.as_deref()), (201, &original.body, Some("true")));
     }
 }
+}
 
 // ---------------------------------------------------------------------------------------------
 // I5: only successes are stored
 // ---------------------------------------------------------------------------------------------
 
+on_both_stores! {
 #[tokio::test]
 async fn i5_failed_original_runs_again() {
     let server = TestServer::start().await;
@@ -336,7 +346,9 @@ async fn i5_failed_original_runs_again() {
     assert_eq!((again.status, &again.body, again.replayed.as_deref()), (201, &ok.body, Some("true")));
     assert_eq!(list_ids(&server, "/api/counterparties", &key).await, vec![ok.id()]);
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn i5_dropped_upload_frees_key() {
     let server = TestServer::start().await;
@@ -358,7 +370,9 @@ async fn i5_dropped_upload_frees_key() {
     assert_eq!(ok.json()["name"], "After Drop");
     assert_eq!(list_ids(&server, "/api/counterparties", &key).await, vec![ok.id()], "the dropped upload left no effect");
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn i5_timed_out_original_frees_key() {
     let server = TestServer::start_with(|c| c.request_timeout_ms = 1000).await;
@@ -377,11 +391,13 @@ async fn i5_timed_out_original_frees_key() {
     drop(upload);
     assert_eq!(list_ids(&server, "/api/counterparties", &key).await, vec![retry.id()]);
 }
+}
 
 // ---------------------------------------------------------------------------------------------
 // I6: in flight
 // ---------------------------------------------------------------------------------------------
 
+on_both_stores! {
 #[tokio::test]
 async fn i6_in_flight_upload_gets_409() {
     let server = TestServer::start().await;
@@ -412,7 +428,9 @@ async fn i6_in_flight_upload_gets_409() {
     assert_eq!(ids.len(), 2, "the slow upload and the other key's request: {ids:?}");
     assert!(ids.contains(&created["id"].as_str().unwrap().to_owned()));
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn i6_concurrent_duplicates_create_one() {
     let server = TestServer::start().await;
@@ -447,7 +465,9 @@ async fn i6_concurrent_duplicates_create_one() {
     let after = post_idem(&server, "/api/counterparties", &key, "race", &body).await;
     assert_eq!((after.status, &after.body, after.replayed.as_deref()), (201, &original, Some("true")));
 }
+}
 
+on_both_stores! {
 /// Concurrent claims are taken together on PostgreSQL (src/store/postgres/claims.rs): in one
 /// crowd of stored keys, fresh keys and duplicated keys, every request still gets its own answer.
 #[tokio::test]
@@ -503,11 +523,13 @@ async fn i4_i6_a_crowd_of_claims_each_gets_its_own_answer() {
     assert_eq!(executed.len(), 3 * 8 + 4);
     assert_eq!(list_ids(&server, "/api/counterparties", &key).await.len(), 8 + 3 * 8 + 4, "nothing created twice");
 }
+}
 
 // ---------------------------------------------------------------------------------------------
 // I7: other methods ignore the header
 // ---------------------------------------------------------------------------------------------
 
+on_both_stores! {
 #[tokio::test]
 async fn i7_header_ignored_on_get_patch_delete() {
     let server = TestServer::start().await;
@@ -560,11 +582,13 @@ async fn i7_header_ignored_on_get_patch_delete() {
     assert_eq!((r.status, r.replayed), (204, None), "DELETE with a stored key executes");
     assert!(list_ids(&server, "/api/counterparties", &key).await.is_empty());
 }
+}
 
 // ---------------------------------------------------------------------------------------------
 // I10: 24 hours
 // ---------------------------------------------------------------------------------------------
 
+on_both_stores! {
 #[tokio::test]
 async fn i10_replay_expires_after_24h() {
     let server = TestServer::start().await;
@@ -593,7 +617,9 @@ async fn i10_replay_expires_after_24h() {
     assert_eq!((again.status, &again.body, again.replayed.as_deref()), (201, &after.body, Some("true")));
     assert_eq!(list_ids(&server, "/api/counterparties", &key).await.len(), 2);
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn i10_expired_without_purge_executes_afresh() {
     let server = TestServer::start().await;
@@ -608,11 +634,13 @@ async fn i10_expired_without_purge_executes_afresh() {
     let again = post_idem(&server, "/api/counterparties", &key, "nopurge", &json!({"name": "x"})).await;
     assert_eq!((again.status, &again.body, again.replayed.as_deref()), (201, &after.body, Some("true")));
 }
+}
 
 // ---------------------------------------------------------------------------------------------
 // I8: no stuck key after a restart
 // ---------------------------------------------------------------------------------------------
 
+on_both_stores! {
 #[tokio::test]
 async fn i8_restart_leaves_no_stuck_key() {
     let server = TestServer::start_with(|c| c.request_timeout_ms = 2000).await;
@@ -635,7 +663,9 @@ async fn i8_restart_leaves_no_stuck_key() {
     let again = post_idem(&server, "/api/counterparties", &key, "stuck?", &json!({"name": "x"})).await;
     assert_eq!((again.status, &again.body, again.replayed.as_deref()), (201, &ok.body, Some("true")));
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn i3_stored_reply_survives_restart() {
     let server = TestServer::start().await;
@@ -648,7 +678,9 @@ async fn i3_stored_reply_survives_restart() {
     assert_eq!((again.status, &again.body, again.replayed.as_deref()), (201, &first.body, Some("true")));
     assert_eq!(list_ids(&server, "/api/counterparties", &key).await.len(), 1);
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn i4_replies_from_before_a_restart_replay_and_new_keys_run_once() {
     // After a restart no reply is in memory: each of these is found through the index of stored
@@ -675,11 +707,13 @@ async fn i4_replies_from_before_a_restart_replay_and_new_keys_run_once() {
     assert_eq!(list_ids(&server, "/api/counterparties", &key).await.len(), 10, "five before, five after, none twice");
     assert!(list_ids(&server, "/api/internal_accounts", &key).await.is_empty(), "the replays ran nothing");
 }
+}
 
 // ---------------------------------------------------------------------------------------------
 // I11: strict mode
 // ---------------------------------------------------------------------------------------------
 
+on_both_stores! {
 #[tokio::test]
 async fn i11_strict_mode_rejects_changed_request() {
     let server = TestServer::start_with(|c| c.idempotency_strict = true).await;
@@ -702,7 +736,9 @@ async fn i11_strict_mode_rejects_changed_request() {
     assert_eq!(list_ids(&server, "/api/counterparties", &key).await.len(), 1);
     assert!(list_ids(&server, "/api/internal_accounts", &key).await.is_empty());
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn i11_default_mode_is_not_strict() {
     let server = TestServer::start().await;
@@ -711,11 +747,13 @@ async fn i11_default_mode_is_not_strict() {
     let second = post_idem(&server, "/api/counterparties", &key, "lenient", &json!({"name": "B"})).await;
     assert_eq!((second.status, &second.body, second.replayed.as_deref()), (201, &first.body, Some("true")));
 }
+}
 
 // ---------------------------------------------------------------------------------------------
 // L4: retry hints
 // ---------------------------------------------------------------------------------------------
 
+on_both_stores! {
 #[tokio::test]
 async fn l4_conflict_and_422_headers() {
     let server = TestServer::start().await;
@@ -738,4 +776,5 @@ async fn l4_conflict_and_422_headers() {
     let seconds: u64 = conflict.retry_after.as_deref().unwrap().parse().expect("Retry-After is a number of seconds");
     assert!((1..=60).contains(&seconds), "Retry-After {seconds}");
     assert_eq!(upload.finish().await.status, 201);
+}
 }

@@ -1,36 +1,22 @@
 //! Several Payrail instances on one PostgreSQL database (SPEC I9, S2, A5): the guarantees hold
 //! across servers because the database decides them.
 //!
-//! These tests need PostgreSQL: they run in the suite's PostgreSQL pass
-//! (`PAYRAIL_TEST_DATABASE_URL`, set by `scripts/test`). In the SQLite pass `scripts/test` sets
-//! `PAYRAIL_TEST_STORE=sqlite`, and they say so and return; run without either, they fail.
+//! These tests need PostgreSQL and run once, on it (`NAME::postgres`): the server is
+//! `PAYRAIL_TEST_DATABASE_URL`, which `scripts/test` sets; without it they fail, loudly.
 
+#[macro_use]
 mod common;
 
 use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{TestServer, json, on_postgres, test_database_url};
+use common::{TestServer, json, test_database_url};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, ServerName};
 use serde_json::json;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
-
-/// True if PostgreSQL is configured; false (with a note) in the suite's SQLite pass.
-fn postgres_or_sqlite_pass(test: &str) -> bool {
-    if on_postgres() {
-        return true;
-    }
-    assert_eq!(
-        std::env::var("PAYRAIL_TEST_STORE").as_deref(),
-        Ok("sqlite"),
-        "{test} needs PostgreSQL: set PAYRAIL_TEST_DATABASE_URL (scripts/test does)"
-    );
-    eprintln!("{test}: runs in the PostgreSQL pass of scripts/test, not in the SQLite pass");
-    false
-}
 
 /// Two servers on one database.
 async fn pair() -> (TestServer, TestServer) {
@@ -66,11 +52,9 @@ async fn slow_upload(server: &TestServer, secret: &str, idempotency_key: &str, b
     tls
 }
 
+on_postgres_only! {
 #[tokio::test]
 async fn i9_duplicates_across_instances_create_exactly_one() {
-    if !postgres_or_sqlite_pass("i9_duplicates_across_instances_create_exactly_one") {
-        return;
-    }
     let (a, b) = pair().await;
     let key = a.key().await;
     let body = json!({"name": "Once Only"});
@@ -106,12 +90,11 @@ async fn i9_duplicates_across_instances_create_exactly_one() {
         assert_eq!(replay.bytes().await.unwrap(), original, "the replay is byte-identical on either instance");
     }
 }
+}
 
+on_postgres_only! {
 #[tokio::test]
 async fn i9_in_flight_on_one_instance_is_409_on_the_other() {
-    if !postgres_or_sqlite_pass("i9_in_flight_on_one_instance_is_409_on_the_other") {
-        return;
-    }
     let (a, b) = pair().await;
     let key = a.key().await;
     let body = r#"{"name":"Slow Upload Ltd"}"#;
@@ -138,6 +121,7 @@ async fn i9_in_flight_on_one_instance_is_409_on_the_other() {
     }
     assert_eq!(replayed.expect("B eventually replays A's reply")["name"], "Slow Upload Ltd");
 }
+}
 
 /// Reads one HTTP/1.1 reply (head and a Content-Length body) off a raw connection.
 async fn read_reply(stream: &mut tokio_rustls::client::TlsStream<TcpStream>) -> String {
@@ -161,14 +145,12 @@ async fn read_reply(stream: &mut tokio_rustls::client::TlsStream<TcpStream>) -> 
     }
 }
 
+on_postgres_only! {
 /// Claims live in an unlogged table (migration 0004): a PostgreSQL crash empties it while an
 /// owner may still be working. Wiping it by hand stands in for that crash: a second request then
 /// takes the key and commits, and the first owner, whose claim is gone, must not commit too.
 #[tokio::test]
 async fn i8_an_owner_whose_claim_vanished_cannot_commit() {
-    if !postgres_or_sqlite_pass("i8_an_owner_whose_claim_vanished_cannot_commit") {
-        return;
-    }
     let (a, b) = pair().await;
     let key = a.key().await;
     let body = r#"{"name":"First Owner"}"#;
@@ -194,12 +176,11 @@ async fn i8_an_owner_whose_claim_vanished_cannot_commit() {
         a.post("/api/counterparties", &key, &json!({"name": "x"})).header("Idempotency-Key", "vanishing-claim").send().await.unwrap();
     assert_eq!(json(replay).await.1, created, "the key now replays the one that committed");
 }
+}
 
+on_postgres_only! {
 #[tokio::test]
 async fn a5_revocation_is_seen_by_every_instance_at_once() {
-    if !postgres_or_sqlite_pass("a5_revocation_is_seen_by_every_instance_at_once") {
-        return;
-    }
     let (a, b) = pair().await;
     let key = a.key().await;
     // Long enough for both instances to trust their key caches and hold the key in them.
@@ -214,12 +195,11 @@ async fn a5_revocation_is_seen_by_every_instance_at_once() {
         assert_eq!(server.get("/api/ping", &key).send().await.unwrap().status(), 401);
     }
 }
+}
 
+on_postgres_only! {
 #[tokio::test]
 async fn e3_concurrent_cancels_from_two_instances_make_one_transition() {
-    if !postgres_or_sqlite_pass("e3_concurrent_cancels_from_two_instances_make_one_transition") {
-        return;
-    }
     let (a, b) = pair().await;
     let key = a.key().await;
     let (_, account) = json(a.post("/api/internal_accounts", &key, &json!({"name": "Ops", "currency": "USD"})).send().await.unwrap()).await;
@@ -246,4 +226,5 @@ async fn e3_concurrent_cancels_from_two_instances_make_one_transition() {
     }
     let (_, events) = json(a.get(&format!("/api/events?entity_id={id}&event_name=cancelled"), &key).send().await.unwrap()).await;
     assert_eq!(events.as_array().unwrap().len(), 1);
+}
 }

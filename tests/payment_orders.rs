@@ -1,5 +1,6 @@
 //! Payment orders (SPEC E2, E3, E4), the sandbox bank, and their idempotency (I4), over HTTPS.
 
+#[macro_use]
 mod common;
 
 use std::time::Duration;
@@ -130,6 +131,7 @@ const PAYMENT_ORDER_FIELDS: &[&str] = &[
     "updated_at",
 ];
 
+on_both_stores! {
 #[tokio::test]
 async fn e2_create_by_receiving_account_id_derives_counterparty() {
     let server = frozen_bank().await;
@@ -149,7 +151,9 @@ async fn e2_create_by_receiving_account_id_derives_counterparty() {
     assert_eq!(created["accounting"], json!({"account_id": null, "class_id": null}));
     assert_eq!(get_order(&server, &key, created["id"].as_str().unwrap()).await, created);
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn e2_inline_receiving_account_creates_an_external_account() {
     let server = frozen_bank().await;
@@ -164,7 +168,9 @@ async fn e2_inline_receiving_account_creates_an_external_account() {
     assert_eq!(status, 200);
     assert_eq!(account["party_name"], "Jane Doe");
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn e2_book_transfer_between_internal_accounts() {
     let server = frozen_bank().await;
@@ -182,7 +188,9 @@ async fn e2_book_transfer_between_internal_accounts() {
     assert_error(status, &body, 422, "parameter_invalid");
     assert_eq!(body["errors"]["parameter"], "receiving_account_id", "an ach order cannot pay an internal account");
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn e2_every_invalid_parameter_is_named() {
     let server = frozen_bank().await;
@@ -239,7 +247,9 @@ async fn e2_every_invalid_parameter_is_named() {
     let (_, listed) = json(server.get("/api/payment_orders", &key).send().await.unwrap()).await;
     assert_eq!(listed, json!([]), "no failed create left anything behind");
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn e3_cancel_before_processing_and_retried_cancel_succeeds() {
     let server = frozen_bank().await;
@@ -259,7 +269,9 @@ async fn e3_cancel_before_processing_and_retried_cancel_succeeds() {
     assert_eq!(get_order(&server, &key, &id).await, cancelled, "a refused transition changes nothing");
     assert_eq!(event_names(&server, &key, &id).await, ["created", "cancelled"]);
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn e3_clients_cannot_make_bank_moves_and_approval_round_trips() {
     let server = frozen_bank().await;
@@ -277,7 +289,9 @@ async fn e3_clients_cannot_make_bank_moves_and_approval_round_trips() {
     assert_eq!((status, body["status"].as_str(), body["description"].as_str()), (200, Some("approved"), Some("checked")));
     assert_eq!(event_names(&server, &key, &id).await, ["created", "needs_approval", "updated", "approved"]);
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn e3_fixed_fields_cannot_change() {
     let server = frozen_bank().await;
@@ -295,7 +309,9 @@ async fn e3_fixed_fields_cannot_change() {
     let (status, body) = patch_order(&server, &key, &id, &json!({"amount": 250, "metadata": {"invoice": "7"}})).await;
     assert_eq!((status, body["amount"].as_i64()), (200, Some(250)));
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn sandbox_bank_completes_an_order_with_an_event_per_step() {
     let server = fast_bank().await;
@@ -313,7 +329,9 @@ async fn sandbox_bank_completes_an_order_with_an_event_per_step() {
     let (status, _) = patch_order(&server, &key, &id, &json!({"status": "cancelled"})).await;
     assert_eq!(status, 422, "cancelled is reachable only before processing");
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn sandbox_magic_amounts_fail_and_return() {
     let server = fast_bank().await;
@@ -329,7 +347,9 @@ async fn sandbox_magic_amounts_fail_and_return() {
     assert_eq!(returned["current_return"]["amount"], 4040);
     assert_eq!(event_names(&server, &key, &returning).await, ["created", "begin_processing", "sent", "completed", "returned"]);
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn sandbox_bank_never_moves_live_orders() {
     let server = fast_bank().await;
@@ -341,7 +361,9 @@ async fn sandbox_bank_never_moves_live_orders() {
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert_eq!(get_order(&server, &live, created["id"].as_str().unwrap()).await["status"], "approved");
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn e3_concurrent_patches_never_lose_a_change() {
     let server = frozen_bank().await;
@@ -368,7 +390,9 @@ async fn e3_concurrent_patches_never_lose_a_change() {
     let names = event_names(&server, &key, &id).await;
     assert_eq!(names.iter().filter(|n| *n == "cancelled").count(), 1, "one transition, however many asked: {names:?}");
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn i4_payment_order_create_is_never_made_twice() {
     let server = frozen_bank().await;
@@ -389,7 +413,9 @@ async fn i4_payment_order_create_is_never_made_twice() {
     let (_, listed) = json(server.get("/api/payment_orders", &key).send().await.unwrap()).await;
     assert_eq!(listed.as_array().unwrap().len(), 1);
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn l2_payment_order_list_filters() {
     let server = frozen_bank().await;
@@ -422,4 +448,5 @@ async fn l2_payment_order_list_filters() {
     let (status, body) = json(server.get("/api/payment_orders?status=lost", &key).send().await.unwrap()).await;
     assert_error(status, &body, 422, "parameter_invalid");
     assert_eq!(body["errors"]["parameter"], "status");
+}
 }

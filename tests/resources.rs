@@ -2,6 +2,7 @@
 //! against the real server. Shapes are checked against the Modern Treasury SDK 1.80 / OpenAPI
 //! field lists: every field present (null, [] or {} when empty), nothing else.
 
+#[macro_use]
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -263,6 +264,7 @@ fn aba_account(number: &str) -> Value {
 // E1: counterparties embed their accounts
 // ---------------------------------------------------------------------------------------------
 
+on_both_stores! {
 #[tokio::test]
 async fn e1_counterparty_with_inline_accounts() {
     let server = TestServer::start().await;
@@ -349,11 +351,13 @@ async fn e1_counterparty_with_inline_accounts() {
         assert_eq!(&fetch(&server, &format!("/api/external_accounts/{}", id(account)), &key).await, account);
     }
 }
+}
 
 // ---------------------------------------------------------------------------------------------
 // E: create, retrieve, list, update, delete
 // ---------------------------------------------------------------------------------------------
 
+on_both_stores! {
 #[tokio::test]
 async fn e_counterparty_crud() {
     let server = TestServer::start().await;
@@ -408,7 +412,9 @@ async fn e_counterparty_crud() {
     let (status, _) = status_of(server.get("/api/counterparties/not-a-uuid", &key)).await;
     assert_eq!(status, 404, "an id that cannot exist is simply not found");
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn e_external_account_crud() {
     let server = TestServer::start().await;
@@ -474,7 +480,9 @@ async fn e_external_account_crud() {
     let (status, _) = status_of(server.delete(&path, &key)).await;
     assert_eq!(status, 404);
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn e_internal_account_crud() {
     let server = TestServer::start().await;
@@ -532,11 +540,13 @@ async fn e_internal_account_crud() {
     let (status, body) = status_of(server.get("/api/internal_accounts/00000000-0000-4000-8000-000000000000", &key)).await;
     assert_error(status, &body, 404, "resource_not_found");
 }
+}
 
 // ---------------------------------------------------------------------------------------------
 // A3: tenant and mode isolation
 // ---------------------------------------------------------------------------------------------
 
+on_both_stores! {
 #[tokio::test]
 async fn a3_tenant_isolation() {
     let server = TestServer::start().await;
@@ -611,11 +621,13 @@ async fn a3_tenant_isolation() {
     assert_eq!(fetch(&server, &format!("/api/internal_accounts/{ia_id}"), &owner).await, ia);
     assert!(!id_set(&list(&server, "/api/counterparties", &owner).await).contains(&id(&live_cp)), "live objects are not in sandbox lists");
 }
+}
 
 // ---------------------------------------------------------------------------------------------
 // L1: pagination
 // ---------------------------------------------------------------------------------------------
 
+on_both_stores! {
 #[tokio::test]
 async fn l1_pagination() {
     let server = TestServer::start().await;
@@ -680,7 +692,9 @@ async fn l1_pagination() {
     assert_eq!(events.len(), 5);
     assert!(!next.is_empty());
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn l1_pagination_under_concurrent_inserts() {
     let server = TestServer::start().await;
@@ -732,11 +746,13 @@ async fn l1_pagination_under_concurrent_inserts() {
     assert!(collected.iter().take(extra.len()).all(|id| !before.contains(id)), "new rows can only lead the first page");
     assert_eq!(list(&server, "/api/counterparties", &key).await.len(), 9 + inserted);
 }
+}
 
 // ---------------------------------------------------------------------------------------------
 // L2: filters
 // ---------------------------------------------------------------------------------------------
 
+on_both_stores! {
 #[tokio::test]
 async fn l2_metadata_filters() {
     let server = TestServer::start().await;
@@ -803,6 +819,7 @@ async fn l2_metadata_filters() {
     assert_eq!(ids(&list(&server, "/api/internal_accounts?metadata[desk]=fx+ops", &key).await), vec![ia.clone()]);
     assert_eq!(ids(&list(&server, "/api/internal_accounts?metadata[desk]=fx%20ops&currency=USD", &key).await), vec![ia]);
 }
+}
 
 // ---------------------------------------------------------------------------------------------
 // E4: events
@@ -824,6 +841,7 @@ fn assert_event(event: &Value, resource: &str, name: &str, entity_id: &str, data
     assert_eq!(&event["data"], data, "the event's data is the resource as returned");
 }
 
+on_both_stores! {
 #[tokio::test]
 async fn e4_events_written() {
     let server = TestServer::start().await;
@@ -896,7 +914,9 @@ async fn e4_events_written() {
     let (status, body) = status_of(server.get("/api/events/00000000-0000-4000-8000-000000000000", &key)).await;
     assert_error(status, &body, 404, "resource_not_found");
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn e4_cascade_delete_writes_account_events() {
     let server = TestServer::start().await;
@@ -914,11 +934,13 @@ async fn e4_cascade_delete_writes_account_events() {
     assert_eq!(names, vec!["deleted", "created"], "an external_account `deleted` event for a cascaded delete (SPEC E4)");
     assert_event(&events[0], "external_account", "deleted", &acct_id, &as_returned);
 }
+}
 
 // ---------------------------------------------------------------------------------------------
 // L3, L4: every 422 names its parameter
 // ---------------------------------------------------------------------------------------------
 
+on_both_stores! {
 #[tokio::test]
 async fn l3_every_422_names_its_parameter() {
     let server = TestServer::start().await;
@@ -1211,7 +1233,9 @@ async fn l3_every_422_names_its_parameter() {
     assert_eq!(list(&server, "/api/events", &key).await.len(), events_before, "no event for a refused request");
     assert_eq!(fetch(&server, &format!("{cp}/{cp_id}"), &key).await["name"], "Fixture");
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn l3_body_errors_and_unknown_fields() {
     let server = TestServer::start_with(|c| c.body_limit_bytes = 2048).await;
@@ -1289,7 +1313,9 @@ async fn l3_body_errors_and_unknown_fields() {
     let (status, _) = status_of(server.req(reqwest::Method::PUT, "/api/counterparties", &key).json(&json!({}))).await;
     assert_eq!(status, 405);
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn l2_filters_are_literal_and_time_bounded() {
     use payrail::domain::time::Timestamp;
@@ -1344,7 +1370,9 @@ async fn l2_filters_are_literal_and_time_bounded() {
         assert_eq!(got, want, "?{query}");
     }
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn l3_limits_accept_their_boundaries() {
     let server = TestServer::start().await;
@@ -1370,7 +1398,9 @@ async fn l3_limits_accept_their_boundaries() {
         create(&server, "/api/internal_accounts", &key, json!({"name": "C", "currency": currency})).await;
     }
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn e_concurrent_patches_all_apply() {
     let server = TestServer::start().await;
@@ -1395,7 +1425,9 @@ async fn e_concurrent_patches_all_apply() {
     assert_eq!(events.len(), 24, "one event per applied update");
     assert_eq!(events[0]["data"], last, "the newest event is the final state");
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn e_patch_metadata_merges_like_modern_treasury() {
     // SDK `*_update_params.py`: "Pairs can be removed by passing an empty string or `null` as
@@ -1413,4 +1445,5 @@ async fn e_patch_metadata_merges_like_modern_treasury() {
         assert_eq!(patched["metadata"], json!({"a": "1", "d": "4"}), "PATCH {path}: merged, \"\" and null remove");
         assert_eq!(fetch(&server, &url, &key).await["metadata"], json!({"a": "1", "d": "4"}));
     }
+}
 }

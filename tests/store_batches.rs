@@ -2,6 +2,7 @@
 //! batches committed at once share transactions (SQLite's group commit, PostgreSQL's grouped
 //! creates), yet each one commits or fails on its own, and only while its claim is held.
 
+#[macro_use]
 mod common;
 
 use std::sync::Arc;
@@ -52,6 +53,7 @@ fn reply(key: &str) -> Write {
     })
 }
 
+on_both_stores! {
 #[tokio::test]
 async fn s3_concurrent_batches_commit_or_fail_each_on_its_own() {
     let dir = tempfile::tempdir().unwrap();
@@ -112,6 +114,7 @@ async fn s3_concurrent_batches_commit_or_fail_each_on_its_own() {
         assert!(!matches!(store.claim("key_batches", &format!("idem-{i}"), now, 60_000).await.unwrap(), Claim::Replay(_)));
     }
 }
+}
 
 /// How many term rows the store holds, read with plain SQL (the store has no query for it).
 async fn term_rows(dir: &std::path::Path) -> i64 {
@@ -127,6 +130,7 @@ async fn term_rows(dir: &std::path::Path) -> i64 {
     }
 }
 
+on_both_stores! {
 /// Terms are written once per (name, value) and deleted with their objects: on PostgreSQL by
 /// the delete statement itself, since migration 0007 dropped the cascading foreign key.
 #[tokio::test]
@@ -160,4 +164,5 @@ async fn s3_deleting_objects_deletes_their_terms() {
     let mut again = WriteBatch::new();
     again.push(Write::Delete { kind: "counterparty", scope: scope(), id: "cp_parent".into() });
     assert!(matches!(store.commit(again).await, Err(Error::NotFound { .. })), "a second delete finds nothing");
+}
 }

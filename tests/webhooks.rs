@@ -1,5 +1,6 @@
 //! Webhooks (SPEC W1-W3, A3) over HTTPS against the real server, with receivers on 127.0.0.1.
 
+#[macro_use]
 mod common;
 
 use std::collections::VecDeque;
@@ -196,6 +197,7 @@ async fn wait_deliveries(
     }
 }
 
+on_both_stores! {
 #[tokio::test]
 async fn w1_secret_only_in_the_create_reply_and_w2_signed_body() {
     let server = TestServer::start_with(fast).await;
@@ -274,7 +276,9 @@ async fn w1_secret_only_in_the_create_reply_and_w2_signed_body() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(receiver.hits().len(), 1);
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn w3_retries_after_500s_and_a_timeout_with_the_same_webhook_id() {
     let server = TestServer::start_with(fast).await;
@@ -296,7 +300,9 @@ async fn w3_retries_after_500s_and_a_timeout_with_the_same_webhook_id() {
     assert_eq!(list[0]["last_status_code"], 200);
     assert_eq!(list[0]["last_error"], Value::Null);
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn w3_a_receiver_down_across_a_restart_still_gets_every_event() {
     let server = TestServer::start_with(fast).await;
@@ -327,7 +333,9 @@ async fn w3_a_receiver_down_across_a_restart_still_gets_every_event() {
     }
     wait_deliveries(&server, &key, &id, Duration::from_secs(5), |l| l.iter().all(|d| d["status"] == "delivered")).await;
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn a_slow_receiver_does_not_delay_a_fast_one() {
     let server = TestServer::start_with(|c| {
@@ -352,7 +360,9 @@ async fn a_slow_receiver_does_not_delay_a_fast_one() {
     assert!(slow.hits().len() < 12, "the fast endpoint waited for the slow one");
     slow.wait_for("the slow receiver, eventually", Duration::from_secs(20), |h| h.len() >= 12).await;
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn event_names_filter_what_an_endpoint_is_sent() {
     let server = TestServer::start_with(fast).await;
@@ -394,7 +404,9 @@ async fn event_names_filter_what_an_endpoint_is_sent() {
     assert_error(status, &body, 422, "parameter_invalid");
     assert_eq!(body["errors"]["parameter"], "event_names[0]");
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn a3_an_endpoint_gets_only_its_own_organization_and_mode() {
     let server = TestServer::start_with(fast).await;
@@ -422,7 +434,9 @@ async fn a3_an_endpoint_gets_only_its_own_organization_and_mode() {
         assert_eq!(status, 404);
     }
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn w1_url_rules_refuse_private_addresses_and_plain_http() {
     let server = TestServer::start_with(fast).await;
@@ -467,7 +481,9 @@ async fn w1_url_rules_refuse_private_addresses_and_plain_http() {
         assert_eq!(body["live_mode"], key.secret.starts_with("pr_live_"));
     }
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn ssrf_is_checked_again_at_delivery_time() {
     // Made while private addresses were allowed; sent after a restart without the flag: the
@@ -490,7 +506,9 @@ async fn ssrf_is_checked_again_at_delivery_time() {
     assert_eq!(list[0]["last_status_code"], Value::Null);
     assert_eq!(list[0]["status"], "pending");
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn deliveries_are_listed_paged_and_a_failed_one_can_be_resent() {
     let server = TestServer::start_with(|c| {
@@ -550,7 +568,9 @@ async fn deliveries_are_listed_paged_and_a_failed_one_can_be_resent() {
     assert_eq!(purged, 2);
     assert!(deliveries(&server, &key, &id, "").await.is_empty());
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn cli_operations_create_list_and_delete_endpoints() {
     use payrail::domain::webhook::{self, EndpointInput, UrlPolicy};
@@ -583,7 +603,9 @@ async fn cli_operations_create_list_and_delete_endpoints() {
     let (status, _) = json(server.get(&format!("/api/webhook_endpoints/{id}"), &key).send().await.unwrap()).await;
     assert_eq!(status, 404);
 }
+}
 
+on_both_stores! {
 /// Two servers on one PostgreSQL database (SPEC S2): each delivery is sent by one instance at
 /// a time, so a receiver that always answers 200 sees every event exactly once. Runs in the
 /// PostgreSQL pass (`PAYRAIL_TEST_DATABASE_URL`); on SQLite one server owns the file.
@@ -610,4 +632,5 @@ async fn w3_two_instances_send_each_delivery_once() {
     receiver.wait_for("every event", Duration::from_secs(20), |_| receiver.distinct().len() == 20).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(receiver.hits().len(), 20, "no delivery sent twice");
+}
 }

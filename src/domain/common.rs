@@ -1,6 +1,7 @@
 //! Parts shared by accounts and counterparties: addresses, account and routing details,
 //! contact details; and the small helpers every resource module uses.
 
+pub use super::enums::{CONTACT_TYPES, PARTY_TYPES};
 use serde::{Deserialize, Deserializer, Serialize};
 use utoipa::ToSchema;
 
@@ -213,8 +214,6 @@ pub struct ContactDetailInput {
     pub contact_identifier_type: Option<String>,
 }
 
-pub const CONTACT_TYPES: &[&str] = &["email", "phone_number", "website"];
-
 impl ContactDetailInput {
     pub fn build(&self, param: &str, stamp: Stamp) -> Result<ContactDetail> {
         let kind = match &self.contact_identifier_type {
@@ -244,5 +243,3 @@ impl ContactDetailInput {
 pub fn build_all<I, T>(param: &str, items: &[I], build: impl Fn(&I, &str) -> Result<T>) -> Result<Vec<T>> {
     items.iter().enumerate().map(|(i, item)| build(item, &format!("{param}[{i}]"))).collect()
 }
-
-pub const PARTY_TYPES: &[&str] = &["business", "individual"];

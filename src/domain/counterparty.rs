@@ -14,7 +14,7 @@ use super::{Commit, Ctx, event, retry_on_conflict, schema};
 use crate::error::{Error, Result};
 use crate::store::{Filter, ObjectRecord, StoredObject, Term, Write, WriteBatch};
 
-pub const KIND: &str = "counterparty";
+pub const KIND: &str = super::kinds::COUNTERPARTY;
 /// Accounts a counterparty may be created with in one request.
 pub const INLINE_ACCOUNTS_MAX: usize = 20;
 
@@ -177,10 +177,7 @@ fn parse(stored: &StoredObject) -> Result<Counterparty> {
 /// Reads counterparty `id` for a request that refers to it, and makes the batch fail if it is
 /// gone by commit time. An unknown id is a 422 naming `param` (SPEC E2).
 pub async fn require(ctx: &Ctx<'_>, batch: &mut WriteBatch, id: &str, param: &str) -> Result<Counterparty> {
-    let not_found = || Error::invalid(param, format!("{param} does not name an existing counterparty"));
-    let stored = ctx.store.get(KIND, ctx.scope, id).await?.ok_or_else(not_found)?;
-    batch.push(Write::Require { kind: KIND, scope: ctx.scope.clone(), id: id.to_owned(), parameter: param.to_owned() });
-    parse(&stored)
+    parse(&super::require(ctx, batch, KIND, id, param).await?)
 }
 
 /// Renders counterparties with their accounts, fetched in one query.

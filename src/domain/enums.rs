@@ -155,3 +155,18 @@ pub const PAYMENT_ORDER_STATUSES: &[&str] = &[
     "sent",
     "stopped",
 ];
+
+pub const DIRECTIONS: &[&str] = &["credit", "debit"];
+pub const PRIORITIES: &[&str] = &["high", "normal"];
+pub const CHARGE_BEARERS: &[&str] = &["shared", "sender", "receiver"];
+pub const RECONCILIATION_STATUSES: &[&str] = &["unreconciled", "tentatively_reconciled", "reconciled"];
+pub const FX_INDICATORS: &[&str] = &["fixed_to_variable", "variable_to_fixed"];
+/// The only status a client may ask for; the bank moves the account on from there.
+pub const INTERNAL_ACCOUNT_CLIENT_STATUSES: &[&str] = &["pending_closure"];
+pub const INTERNAL_ACCOUNT_STATUSES: &[&str] = &["active", "closed", "pending_activation", "pending_closure", "suspended"];
+pub const CONTACT_TYPES: &[&str] = &["email", "phone_number", "website"];
+pub const PARTY_TYPES: &[&str] = &["business", "individual"];
+pub const WEBHOOK_DELIVERY_STATUSES: &[&str] = &["pending", "delivered", "failed"];
+/// Kinds of account a payment order may send from and to (`originating_account_type`, `receiving_account_type`).
+pub const ORIGINATING_ACCOUNT_TYPES: &[&str] = &["internal_account"];
+pub const RECEIVING_ACCOUNT_TYPES: &[&str] = &["internal_account", "external_account"];

@@ -10,7 +10,7 @@ use super::time::Timestamp;
 use crate::error::{Error, Result};
 use crate::store::{ObjectRecord, Term};
 
-pub const KIND: &str = "event";
+pub const KIND: &str = super::kinds::EVENT;
 
 /// An event as stored and served (`GET /api/events`).
 #[derive(Serialize, utoipa::ToSchema)]

@@ -10,11 +10,11 @@ use super::common::{
 use super::listing::{self, ListedPage, PageSpec};
 use super::time::Timestamp;
 use super::validate::{self, Metadata, MetadataPatch, TEXT_LEN_MAX};
-use super::{Commit, Ctx, counterparty, enums, event, retry_on_conflict, schema};
+use super::{Commit, Ctx, enums, event, kinds, retry_on_conflict, schema};
 use crate::error::{Error, Result};
 use crate::store::{Filter, ObjectRecord, StoredObject, Term, Write, WriteBatch};
 
-pub const KIND: &str = "external_account";
+pub const KIND: &str = super::kinds::EXTERNAL_ACCOUNT;
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[schema(as = external_account)]
@@ -240,8 +240,8 @@ pub async fn create(ctx: &Ctx<'_>, commit: &dyn Commit, input: &ExternalAccountI
     let mut batch = WriteBatch::new();
     let (counterparty_id, counterparty_name) = match input.counterparty_id.clone().flatten() {
         Some(id) => {
-            let found = counterparty::require(ctx, &mut batch, &id, "counterparty_id").await?;
-            (Some(id), found.name)
+            let found = super::require(ctx, &mut batch, kinds::COUNTERPARTY, &id, "counterparty_id").await?;
+            (Some(id), counterparty_name(&found)?)
         }
         None => (None, None),
     };
@@ -249,6 +249,16 @@ pub async fn create(ctx: &Ctx<'_>, commit: &dyn Commit, input: &ExternalAccountI
     let json = stage_create(&mut batch, ctx, &account)?;
     commit.commit(batch, &json).await?;
     Ok(json)
+}
+
+/// The name of a stored counterparty, which its accounts copy as their `party_name` default.
+fn counterparty_name(stored: &StoredObject) -> Result<Option<String>> {
+    #[derive(Deserialize)]
+    struct Named {
+        name: Option<String>,
+    }
+    let named: Named = serde_json::from_str(&stored.doc).map_err(|e| Error::internal(format!("stored counterparty {}: {e}", stored.id)))?;
+    Ok(named.name)
 }
 
 pub async fn get(ctx: &Ctx<'_>, id: &str) -> Result<String> {
@@ -284,7 +294,7 @@ pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &Extern
         let mut batch = WriteBatch::new();
         if let Some(cp) = &account.counterparty_id {
             batch.push(Write::Require {
-                kind: counterparty::KIND,
+                kind: kinds::COUNTERPARTY,
                 scope: ctx.scope.clone(),
                 id: cp.clone(),
                 parameter: "counterparty_id".into(),

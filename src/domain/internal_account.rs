@@ -21,13 +21,11 @@ use super::{Commit, Ctx, counterparty, enums, event, retry_on_conflict, schema};
 use crate::error::{Error, Result};
 use crate::store::{Filter, ObjectRecord, StoredObject, Term, Write, WriteBatch};
 
-pub const KIND: &str = "internal_account";
+pub const KIND: &str = super::kinds::INTERNAL_ACCOUNT;
+pub use super::enums::{INTERNAL_ACCOUNT_CLIENT_STATUSES as CLIENT_STATUSES, INTERNAL_ACCOUNT_STATUSES as STATUSES};
 /// Routing number of Payrail's simulated bank: ABA-valid, in a Federal Reserve district range.
 pub const SANDBOX_ROUTING_NUMBER: &str = "110000000";
 pub const SANDBOX_BANK_NAME: &str = "Payrail Sandbox Bank";
-/// The only status a client may ask for; the bank moves the account on from there.
-pub const CLIENT_STATUSES: &[&str] = &["pending_closure"];
-pub const STATUSES: &[&str] = &["active", "closed", "pending_activation", "pending_closure", "suspended"];
 const DIRECTIONS: &[&str] = &["credit", "debit"];
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]

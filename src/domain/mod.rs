@@ -12,6 +12,7 @@ pub mod event;
 pub mod external_account;
 pub mod internal_account;
 pub mod keys;
+pub mod kinds;
 pub mod listing;
 pub mod payment_order;
 pub mod schema;
@@ -22,7 +23,7 @@ pub mod webhook_delivery;
 use async_trait::async_trait;
 
 use crate::error::Result;
-use crate::store::{Store, WriteBatch};
+use crate::store::{Store, StoredObject, WriteBatch};
 use api_key::Scope;
 use time::Timestamp;
 
@@ -38,6 +39,17 @@ pub struct Ctx<'a> {
     pub store: &'a dyn Store,
     pub scope: &'a Scope,
     pub now: Timestamp,
+}
+
+/// Reads the `kind` document `id` that a request refers to, and makes the batch fail if it is
+/// gone by commit time. An id the caller's organization and mode cannot see is a 422 naming
+/// `param` (SPEC E2), never a 404: the request is what is wrong.
+pub async fn require(ctx: &Ctx<'_>, batch: &mut WriteBatch, kind: &'static str, id: &str, param: &str) -> Result<StoredObject> {
+    let noun = kind.replace('_', " ");
+    let not_found = || crate::error::Error::invalid(param, format!("{param} does not name an existing {noun}"));
+    let stored = ctx.store.get(kind, ctx.scope, id).await?.ok_or_else(not_found)?;
+    batch.push(crate::store::Write::Require { kind, scope: ctx.scope.clone(), id: id.to_owned(), parameter: param.to_owned() });
+    Ok(stored)
 }
 
 /// How many times an update re-reads and re-applies after losing a race to another writer.

@@ -1,7 +1,7 @@
 //! OpenAPI schema pieces for domain fields whose Rust type is looser than their wire contract:
 //! strings that take one of a fixed list of values. Each list is the same constant the
 //! validation uses, so the published document cannot drift from what the server accepts.
-//! The document itself is assembled in `crate::api::openapi`.
+//! The document itself is assembled in `api/openapi.rs`.
 
 use serde_json::Value;
 use utoipa::openapi::schema::{Object, ObjectBuilder, SchemaType, Type};
@@ -46,18 +46,18 @@ enum_schemas! {
     account_number_type, account_number_type_or_null => enums::ACCOUNT_NUMBER_TYPES;
     routing_number_type, routing_number_type_or_null => enums::ROUTING_NUMBER_TYPES;
     payment_order_status, payment_order_status_or_null => enums::PAYMENT_ORDER_STATUSES;
-    party_type, party_type_or_null => super::common::PARTY_TYPES;
-    contact_identifier_type, contact_identifier_type_or_null => super::common::CONTACT_TYPES;
-    direction, direction_or_null => super::payment_order::DIRECTIONS;
-    priority, priority_or_null => super::payment_order::PRIORITIES;
-    charge_bearer, charge_bearer_or_null => super::payment_order::CHARGE_BEARERS;
-    reconciliation_status, reconciliation_status_or_null => super::payment_order::RECONCILIATION_STATUSES;
-    foreign_exchange_indicator, foreign_exchange_indicator_or_null => super::payment_order::FX_INDICATORS;
-    internal_account_status, internal_account_status_or_null => super::internal_account::STATUSES;
-    internal_account_client_status, internal_account_client_status_or_null => super::internal_account::CLIENT_STATUSES;
-    receiving_account_type, receiving_account_type_or_null => &[super::internal_account::KIND, super::external_account::KIND];
-    originating_account_type, originating_account_type_or_null => &[super::internal_account::KIND];
-    delivery_status, delivery_status_or_null => super::webhook_delivery::STATUSES;
+    party_type, party_type_or_null => enums::PARTY_TYPES;
+    contact_identifier_type, contact_identifier_type_or_null => enums::CONTACT_TYPES;
+    direction, direction_or_null => enums::DIRECTIONS;
+    priority, priority_or_null => enums::PRIORITIES;
+    charge_bearer, charge_bearer_or_null => enums::CHARGE_BEARERS;
+    reconciliation_status, reconciliation_status_or_null => enums::RECONCILIATION_STATUSES;
+    foreign_exchange_indicator, foreign_exchange_indicator_or_null => enums::FX_INDICATORS;
+    internal_account_status, internal_account_status_or_null => enums::INTERNAL_ACCOUNT_STATUSES;
+    internal_account_client_status, internal_account_client_status_or_null => enums::INTERNAL_ACCOUNT_CLIENT_STATUSES;
+    receiving_account_type, receiving_account_type_or_null => enums::RECEIVING_ACCOUNT_TYPES;
+    originating_account_type, originating_account_type_or_null => enums::ORIGINATING_ACCOUNT_TYPES;
+    delivery_status, delivery_status_or_null => enums::WEBHOOK_DELIVERY_STATUSES;
 }
 
 const METADATA_DESCRIPTION: &str = "Additional data as string key-value pairs.";

@@ -33,9 +33,12 @@ use super::{Commit, Ctx, event};
 use crate::error::{Error, Result};
 use crate::store::{ObjectRecord, Store, StoredObject, Term, Write, WriteBatch};
 
-pub const KIND: &str = "webhook_endpoint";
+pub const KIND: &str = super::kinds::WEBHOOK_ENDPOINT;
 /// The private half of an endpoint: secret and cursor. Never served by any route.
-pub const STATE_KIND: &str = "webhook_endpoint_state";
+pub const STATE_KIND: &str = super::kinds::WEBHOOK_ENDPOINT_STATE;
+/// An endpoint's deliveries (`webhook_delivery`): defined here, since deliveries belong to
+/// endpoints and go when their endpoint goes.
+pub const DELIVERY_KIND: &str = super::kinds::WEBHOOK_DELIVERY;
 /// The term every endpoint state carries, so the worker finds them all with one scan.
 pub const DISPATCH_TERM: &str = "webhook_dispatch";
 const DISPATCH_VALUE: &str = "0";
@@ -413,7 +416,7 @@ pub async fn list(ctx: &Ctx<'_>, page: PageSpec) -> Result<ListedPage> {
 pub async fn delete(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str) -> Result<()> {
     let stored = ctx.store.get(KIND, ctx.scope, id).await?.ok_or_else(|| Error::not_found("webhook endpoint"))?;
     let mut batch = WriteBatch::new();
-    batch.push(Write::DeleteChildren { kind: super::webhook_delivery::KIND, scope: ctx.scope.clone(), parent_id: id.to_owned() });
+    batch.push(Write::DeleteChildren { kind: DELIVERY_KIND, scope: ctx.scope.clone(), parent_id: id.to_owned() });
     batch.push(Write::DeleteChildren { kind: STATE_KIND, scope: ctx.scope.clone(), parent_id: id.to_owned() });
     batch.push(Write::Delete { kind: KIND, scope: ctx.scope.clone(), id: id.to_owned() });
     batch.push(Write::Insert(event::record(ctx.scope, KIND, "deleted", id, &stored.doc, ctx.now)?));

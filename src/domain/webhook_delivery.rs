@@ -26,12 +26,12 @@ use super::{Commit, Ctx, event};
 use crate::error::{Error, Result};
 use crate::store::{Filter, ObjectRecord, Store, StoredObject, Term, Write, WriteBatch};
 
-pub const KIND: &str = "webhook_delivery";
+pub const KIND: &str = webhook::DELIVERY_KIND;
 pub const PENDING: &str = "pending";
 pub const DELIVERED: &str = "delivered";
 pub const FAILED: &str = "failed";
 /// Every status a delivery can have.
-pub const STATUSES: &[&str] = &[PENDING, DELIVERED, FAILED];
+pub const STATUSES: &[&str] = super::enums::WEBHOOK_DELIVERY_STATUSES;
 /// Longest error text kept on a delivery.
 const ERROR_LEN_MAX: usize = 500;
 /// Re-reads a delivery whose replace lost a race, at most this often.

@@ -1,6 +1,6 @@
 //! The test harness: a real Payrail server on 127.0.0.1 port 0, in a fresh data directory,
 //! spoken to over verified HTTPS as a client would (the generated certificate is trusted).
-#![allow(dead_code)]
+#![allow(dead_code, unused_macros)]
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -145,11 +145,55 @@ impl Drop for TestServer {
     }
 }
 
-/// The store the suite runs on: SQLite in the data directory, or, when
-/// `PAYRAIL_TEST_DATABASE_URL` names a PostgreSQL server, a fresh database on it for this server
-/// (remembered in the data directory, so a restart on that directory finds its data again).
+/// The store a test runs on. Behaviour suites run each test on both (see [`on_both_stores!`]);
+/// store-independent suites (TLS, CLI, parsers, SDKs) run once, on SQLite.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreKind {
+    Sqlite,
+    Postgres,
+}
+
+tokio::task_local! {
+    static STORE: StoreKind;
+}
+
+/// Runs `test` with every server it starts on `kind` (a task-local: servers started from tasks
+/// the test spawns must be started in the test's own task, or inherit nothing).
+pub async fn run_on<F: std::future::Future<Output = ()>>(kind: StoreKind, test: F) {
+    STORE.scope(kind, test).await
+}
+
+/// The store of the running test: the one [`run_on`] set, SQLite otherwise.
+pub fn store_kind() -> StoreKind {
+    STORE.try_with(|kind| *kind).unwrap_or(StoreKind::Sqlite)
+}
+
+/// Whether this test runs on PostgreSQL (some SQLite-only checks read the database file).
+pub fn on_postgres() -> bool {
+    store_kind() == StoreKind::Postgres
+}
+
+/// The PostgreSQL server the suite's PostgreSQL half uses: `PAYRAIL_TEST_DATABASE_URL`, which
+/// `scripts/test` (the README's test command) sets after starting a throwaway cluster. Without
+/// it a PostgreSQL test fails, loudly: it is never passed over.
+pub fn postgres_server_url() -> String {
+    match std::env::var("PAYRAIL_TEST_DATABASE_URL") {
+        Ok(url) if !url.is_empty() => url,
+        _ => panic!(
+            "this test runs on PostgreSQL and PAYRAIL_TEST_DATABASE_URL is not set: run the suite with scripts/test \
+             (it starts a throwaway cluster), or point the variable at a server where the user may CREATE DATABASE"
+        ),
+    }
+}
+
+/// The database URL for a server in `dir`: `None` (SQLite in the data directory) or, on
+/// PostgreSQL, a fresh database for this server (remembered in the data directory, so a restart
+/// on that directory finds its data again).
 pub async fn test_database_url(dir: &std::path::Path) -> Option<String> {
-    let server = std::env::var("PAYRAIL_TEST_DATABASE_URL").ok().filter(|u| !u.is_empty())?;
+    if !on_postgres() {
+        return None;
+    }
+    let server = postgres_server_url();
     let remembered = dir.join("test-database-url");
     if let Ok(url) = std::fs::read_to_string(&remembered) {
         return Some(url);
@@ -166,9 +210,39 @@ pub async fn test_database_url(dir: &std::path::Path) -> Option<String> {
     Some(url)
 }
 
-/// Whether this run is on PostgreSQL (some SQLite-only checks read the database file).
-pub fn on_postgres() -> bool {
-    std::env::var("PAYRAIL_TEST_DATABASE_URL").is_ok_and(|u| !u.is_empty())
+/// Declares tests once and runs each on both stores: a test `NAME` becomes `NAME::sqlite` and
+/// `NAME::postgres` (`cargo test ::postgres` runs the PostgreSQL half). Each test is written as
+/// usual, attributes and doc comments included: `#[tokio::test] async fn NAME() { ... }`.
+macro_rules! on_both_stores {
+    ($($(#[$attr:meta])* async fn $name:ident() $body:block)*) => {$(
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            $(#[$attr])*
+            async fn sqlite() {
+                $crate::common::run_on($crate::common::StoreKind::Sqlite, async move $body).await
+            }
+            $(#[$attr])*
+            async fn postgres() {
+                $crate::common::run_on($crate::common::StoreKind::Postgres, async move $body).await
+            }
+        }
+    )*};
+}
+
+/// Declares tests that need PostgreSQL (several instances on one database): each runs once, on
+/// PostgreSQL, as `NAME::postgres`.
+macro_rules! on_postgres_only {
+    ($($(#[$attr:meta])* async fn $name:ident() $body:block)*) => {$(
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            $(#[$attr])*
+            async fn postgres() {
+                $crate::common::run_on($crate::common::StoreKind::Postgres, async move $body).await
+            }
+        }
+    )*};
 }
 
 pub fn client_trusting(pem: &[u8]) -> reqwest::Client {

@@ -1,5 +1,5 @@
 //! What Payrail's sandbox bank does to a sandbox payment order next. Pure rules; the runner
-//! that applies them on a clock is `crate::sandbox`. Live orders are never moved.
+//! that applies them on a clock is `sandbox/`. Live orders are never moved.
 //!
 //! Magic amounts drive the failure paths, so integrations can test their error handling:
 //! - `1313` (13.13 in a two-decimal currency): fails at processing (`failed`,

@@ -17,14 +17,10 @@ use super::validate::{Metadata, MetadataPatch};
 use crate::store::Term;
 use status::Status;
 
-pub const KIND: &str = "payment_order";
+pub const KIND: &str = super::kinds::PAYMENT_ORDER;
+pub use super::enums::{CHARGE_BEARERS, DIRECTIONS, FX_INDICATORS, PRIORITIES, RECONCILIATION_STATUSES};
 /// Largest amount accepted: 2^53 - 1, the largest integer every JSON client reads exactly.
 pub const AMOUNT_MAX: i64 = (1 << 53) - 1;
-pub const DIRECTIONS: &[&str] = &["credit", "debit"];
-pub const PRIORITIES: &[&str] = &["high", "normal"];
-pub const CHARGE_BEARERS: &[&str] = &["shared", "sender", "receiver"];
-pub const RECONCILIATION_STATUSES: &[&str] = &["unreconciled", "tentatively_reconciled", "reconciled"];
-pub const FX_INDICATORS: &[&str] = &["fixed_to_variable", "variable_to_fixed"];
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, ToSchema)]
 #[schema(as = payment_order_accounting)]

@@ -1,0 +1,13 @@
+//! The kinds of document the domain stores, in one list: a module that refers to another's
+//! documents (an external account naming its counterparty) names the kind here, and need not
+//! import the module that owns it.
+
+pub const COUNTERPARTY: &str = "counterparty";
+pub const EXTERNAL_ACCOUNT: &str = "external_account";
+pub const INTERNAL_ACCOUNT: &str = "internal_account";
+pub const PAYMENT_ORDER: &str = "payment_order";
+pub const EVENT: &str = "event";
+pub const WEBHOOK_ENDPOINT: &str = "webhook_endpoint";
+/// The private half of a webhook endpoint: its secret and outbox cursor. Never served by any route.
+pub const WEBHOOK_ENDPOINT_STATE: &str = "webhook_endpoint_state";
+pub const WEBHOOK_DELIVERY: &str = "webhook_delivery";
