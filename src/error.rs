@@ -86,3 +86,37 @@ impl Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// `err` and every error beneath it, outermost first, joined by ": ". Libraries often say only
+/// what failed at the top ("db error") and why underneath (the server's own message), so a log
+/// line must carry the whole chain to say the cause.
+pub fn chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut next = err.source();
+    while let Some(cause) = next {
+        let cause_text = cause.to_string();
+        // Some errors repeat their source's text in their own; say it once.
+        if !text.ends_with(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        next = cause.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("db error")]
+    struct Outer(#[source] std::io::Error);
+
+    #[test]
+    fn chain_says_the_cause_under_a_vague_error() {
+        let err = Outer(std::io::Error::other("relation \"x\" does not exist"));
+        assert_eq!(err.to_string(), "db error", "the top alone says nothing");
+        assert_eq!(chain(&err), "db error: relation \"x\" does not exist");
+    }
+}

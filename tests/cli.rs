@@ -570,3 +570,21 @@ fn s2_unreachable_database_at_start_fails_naming_the_url_without_its_password() 
     assert!(stderr.contains("postgres://app:***@127.0.0.1:1/payrail"), "the message names the URL: {stderr}");
     assert!(!stderr.contains("s3cret-pw"), "the password never appears: {stderr}");
 }
+
+/// Issue 17 (and H3's "logs keep PostgreSQL's own message"): a database that refuses the
+/// connection is reported with PostgreSQL's own reason, not a bare "db error". Needs the suite's
+/// PostgreSQL (`PAYRAIL_TEST_DATABASE_URL`, set by scripts/test); without it this fails loudly.
+#[test]
+fn s2_a_refused_database_login_names_postgresql_s_reason() {
+    let server = std::env::var("PAYRAIL_TEST_DATABASE_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .expect("PAYRAIL_TEST_DATABASE_URL names the suite's PostgreSQL: run scripts/test, which starts one");
+    let (scheme, rest) = server.split_once("://").expect("a URL");
+    let host_and_db = rest.split_once('@').map_or(rest, |(_, after)| after);
+    let url = format!("{scheme}://payrail_no_such_role@{host_and_db}");
+    let dir = tempfile::tempdir().unwrap();
+    let run = payrail(dir.path(), &["migrate", "--database-url", &url]);
+    assert!(!run.status.success(), "migrate must fail: {}", run.stderr);
+    assert!(run.stderr.contains("role \"payrail_no_such_role\" does not exist"), "PostgreSQL's own reason is shown: {}", run.stderr);
+}

@@ -78,7 +78,7 @@ impl EpochFile {
         let epoch_file = match file {
             Ok(file) => Some(file),
             Err(err) => {
-                tracing::warn!(%err, path, "API keys will be read from the database on every request");
+                tracing::warn!(error = %crate::error::chain(&err), path, "API keys will be read from the database on every request");
                 None
             }
         };
@@ -118,7 +118,7 @@ impl EpochFile {
         let Some(file) = &self.epoch_file else { return };
         let fresh = rand::rng().next_u64().to_le_bytes();
         if let Err(err) = file.write_all_at(&fresh, 0) {
-            tracing::error!(%err, "could not announce an API key change; servers may serve a stale key until restarted");
+            tracing::error!(error = %crate::error::chain(&err), "could not announce an API key change; servers may serve a stale key until restarted");
         }
     }
 }

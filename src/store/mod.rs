@@ -310,6 +310,6 @@ pub(crate) fn abandoned() -> Error {
     Error::Unavailable { message: "the request was abandoned before it committed".into(), retry_after_s: 1 }
 }
 
-pub(crate) fn backend_error(context: &str, err: impl std::fmt::Display) -> Error {
-    Error::Internal(format!("{context}: {err}"))
+pub(crate) fn backend_error<E: std::error::Error>(context: &str, err: E) -> Error {
+    Error::Internal(format!("{context}: {}", crate::error::chain(&err)))
 }

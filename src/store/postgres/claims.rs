@@ -104,7 +104,7 @@ async fn claim_group(pool: &Pool, mut group: Vec<Job>) {
             }
         }
         Err(err) => {
-            tracing::debug!(%err, "a group claim failed; claiming its keys one by one");
+            tracing::debug!(error = %crate::error::chain(&err), "a group claim failed; claiming its keys one by one");
             let alone = join_all(group.iter().map(|job| async move { claim_together(pool, &[&job.item]).await })).await;
             for (job, claim) in group.into_iter().zip(alone) {
                 let _ = job.done.send(claim.map(|mut claims| claims.pop().unwrap_or(Claim::InFlight)));
@@ -223,7 +223,7 @@ async fn release(client: &deadpool_postgres::Object, requests: &[&Request]) {
     let nonces: Vec<i64> = requests.iter().map(|r| r.nonce).collect();
     if let Err(err) = client.execute(RELEASE_SQL, &[&ids, &keys, &nonces]).await {
         // The lease frees the keys anyway; until then retries answer 409 (I8).
-        tracing::warn!(%err, "giving back idempotency claims failed; their leases will free them");
+        tracing::warn!(error = %crate::error::chain(&err), "giving back idempotency claims failed; their leases will free them");
     }
 }
 

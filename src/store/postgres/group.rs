@@ -85,8 +85,10 @@ async fn commit_group(pool: &Pool, group: Vec<Job>) {
         Err(err) => Written::RolledBack(pool_err(err)),
     };
     match &written {
-        Written::RolledBack(err) => tracing::debug!(%err, "a group commit was rolled back; committing its batches one by one"),
-        Written::CommitFailed(err) => tracing::warn!(%err, "a group COMMIT failed; its outcome is unknown"),
+        Written::RolledBack(err) => {
+            tracing::debug!(error = %crate::error::chain(&err), "a group commit was rolled back; committing its batches one by one")
+        }
+        Written::CommitFailed(err) => tracing::warn!(error = %crate::error::chain(&err), "a group COMMIT failed; its outcome is unknown"),
         Written::Committed => {}
     }
     for (job, outcome) in group.into_iter().zip(outcomes) {

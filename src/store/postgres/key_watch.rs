@@ -98,7 +98,7 @@ async fn run(config: tokio_postgres::Config, watch: Arc<KeyWatch>, mut stop: one
 async fn watch_once(config: &tokio_postgres::Config, watch: &KeyWatch, instance: &str) -> Option<String> {
     let (client, mut connection) = match config.connect(NoTls).await {
         Ok(pair) => pair,
-        Err(err) => return Some(err.to_string()),
+        Err(err) => return Some(crate::error::chain(&err)),
     };
     let (notified_tx, mut notified) = tokio::sync::mpsc::unbounded_channel();
     let mut driver = tokio::spawn(async move {
@@ -109,24 +109,24 @@ async fn watch_once(config: &tokio_postgres::Config, watch: &KeyWatch, instance:
                     let _ = notified_tx.send(());
                 }
                 Ok(_) => {}
-                Err(err) => return err.to_string(),
+                Err(err) => return crate::error::chain(&err),
             }
         }
         "the connection closed".to_owned()
     });
     if let Err(err) = client.batch_execute("LISTEN payrail_keys").await {
         driver.abort();
-        return Some(err.to_string());
+        return Some(crate::error::chain(&err));
     }
     loop {
         if let Err(err) = sync(&client, watch, instance).await {
             driver.abort();
-            return Some(err.to_string());
+            return Some(crate::error::chain(&err));
         }
         tokio::select! {
             _ = notified.recv() => {}
             () = tokio::time::sleep(HEARTBEAT) => {}
-            ended = &mut driver => return Some(ended.unwrap_or_else(|err| err.to_string())),
+            ended = &mut driver => return Some(ended.unwrap_or_else(|err| crate::error::chain(&err))),
         }
     }
 }

@@ -88,8 +88,10 @@ impl PostgresStore {
         // Durable commits whatever the server's default (SPEC S3).
         config.options("-c synchronous_commit=on");
         config.connect_timeout(Duration::from_secs(5));
-        let (mut client, connection) =
-            config.connect(NoTls).await.map_err(|e| anyhow::anyhow!("cannot reach PostgreSQL at {}: {e}", redact(url)))?;
+        let (mut client, connection) = config
+            .connect(NoTls)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot reach PostgreSQL at {}: {}", redact(url), crate::error::chain(&e)))?;
         let driver = tokio::spawn(connection);
         migrations::apply(&mut client).await?;
         let pepper = load_pepper(&client).await?;
@@ -118,8 +120,9 @@ impl PostgresStore {
 
     /// Only migrates (the `payrail migrate` command).
     pub async fn migrate(url: &str) -> anyhow::Result<()> {
-        let (mut client, connection) =
-            tokio_postgres::connect(url, NoTls).await.map_err(|e| anyhow::anyhow!("cannot reach PostgreSQL at {}: {e}", redact(url)))?;
+        let (mut client, connection) = tokio_postgres::connect(url, NoTls)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot reach PostgreSQL at {}: {}", redact(url), crate::error::chain(&e)))?;
         tokio::spawn(connection);
         migrations::apply(&mut client).await
     }
@@ -167,6 +170,7 @@ async fn load_pepper(client: &tokio_postgres::Client) -> anyhow::Result<Vec<u8>>
 pub(crate) fn db_err(err: tokio_postgres::Error) -> Error {
     use tokio_postgres::error::SqlState;
     if err.is_closed() || err.code().is_none() {
+        tracing::warn!(error = %crate::error::chain(&err), "database unavailable");
         return Error::Unavailable { message: "The database is unavailable; retry shortly.".into(), retry_after_s: RETRY_AFTER_S };
     }
     match err.code() {
@@ -174,14 +178,16 @@ pub(crate) fn db_err(err: tokio_postgres::Error) -> Error {
             Error::Conflict { message: "The request collided with another; retry.".into(), parameter: None, retry_after_s: Some(0) }
         }
         Some(code) if *code == SqlState::ADMIN_SHUTDOWN || *code == SqlState::CANNOT_CONNECT_NOW => {
+            tracing::warn!(code = code.code(), error = %crate::error::chain(&err), "database unavailable");
             Error::Unavailable { message: "The database is unavailable; retry shortly.".into(), retry_after_s: RETRY_AFTER_S }
         }
-        _ => Error::Internal(format!("postgres: {err}")),
+        Some(code) => Error::Internal(format!("postgres {}: {}", code.code(), crate::error::chain(&err))),
+        None => Error::Internal(format!("postgres: {}", crate::error::chain(&err))),
     }
 }
 
 fn pool_err(err: PoolError) -> Error {
-    tracing::warn!(%err, "no database connection");
+    tracing::warn!(error = %crate::error::chain(&err), "no database connection");
     Error::Unavailable { message: "The database is unavailable; retry shortly.".into(), retry_after_s: RETRY_AFTER_S }
 }
 
@@ -365,7 +371,7 @@ impl Store for PostgresStore {
             .await;
         if let Err(err) = released {
             // The lease frees the key anyway; until then retries answer 409 (I8).
-            tracing::warn!(%err, "releasing an idempotency claim failed; its lease will free it");
+            tracing::warn!(error = %crate::error::chain(&err), "releasing an idempotency claim failed; its lease will free it");
         }
     }
 

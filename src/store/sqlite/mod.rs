@@ -386,7 +386,9 @@ impl Store for SqliteStore {
             .and_then(|counted| counted);
         match counted {
             Ok(rows) => tracing::info!(rows, elapsed_ms = started.elapsed().as_millis() as u64, "stored idempotency replies indexed"),
-            Err(err) => tracing::warn!(%err, "could not index stored idempotency replies; every new key will be looked up"),
+            Err(err) => {
+                tracing::warn!(error = %format!("{err:#}"), "could not index stored idempotency replies; every new key will be looked up")
+            }
         }
     }
 

@@ -126,7 +126,7 @@ fn commit_optimistic(conn: &mut Connection, group: Vec<Job>) -> std::result::Res
 pub fn checkpoint_loop(conn: Connection, commits: Receiver<()>) {
     while commits.recv().is_ok() {
         if let Err(err) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
-            tracing::warn!(%err, "WAL checkpoint failed; will retry after the next commit");
+            tracing::warn!(error = %crate::error::chain(&err), "WAL checkpoint failed; will retry after the next commit");
         }
         std::thread::sleep(CHECKPOINT_GAP);
     }
