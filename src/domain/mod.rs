@@ -5,6 +5,7 @@
 // domain's readers look for them.
 pub use crate::base::{api_key, time};
 
+pub mod bank_id;
 pub mod common;
 pub mod counterparty;
 pub mod enums;
@@ -14,6 +15,7 @@ pub mod internal_account;
 pub mod keys;
 pub mod kinds;
 pub mod listing;
+pub mod money;
 pub mod payment_order;
 pub mod schema;
 pub mod validate;
