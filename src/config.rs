@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::base::time::{Clock, SystemClock};
+use crate::domain::webhook::{EndpointRules, UrlPolicy};
 use crate::domain::webhook_delivery::RetryPolicy;
 
 /// Where the server's certificate comes from (SPEC T1).
@@ -51,8 +52,9 @@ pub struct Config {
     /// as fast as it can (tests). Live orders are never moved.
     pub sandbox_step_ms: u64,
     /// Send webhooks to private, shared, link-local and unique-local addresses (10/8,
-    /// 172.16/12, 192.168/16, 100.64/10, 169.254/16, fc00::/7, fe80::/10, 0.0.0.0); off by
-    /// default (server-side request forgery guard). Loopback is always allowed.
+    /// 172.16/12, 192.168/16, 100.64/10, 169.254/16, fc00::/7, fe80::/10), in both modes; off
+    /// by default (server-side request forgery guard, SPEC W5). Loopback is for sandbox mode
+    /// only, whatever this says.
     pub webhooks_allow_private: bool,
     /// How often the webhook worker looks for new events and due deliveries.
     pub webhook_poll_ms: u64,
@@ -69,8 +71,13 @@ pub struct Config {
     pub webhook_retry_window_secs: i64,
     /// How long finished (delivered or failed) deliveries stay listable before they are purged.
     pub webhook_delivery_retention_secs: i64,
+    /// Webhook endpoints one organization and mode may have (SPEC W4); past it, 422.
+    pub webhook_endpoints_max: usize,
     /// Webhook sends in flight in this instance at most.
     pub webhook_in_flight_max: usize,
+    /// Webhook sends in flight for one organization and mode at most (in this instance), so
+    /// one tenant's hanging receivers hold only its own share (SPEC W4).
+    pub webhook_tenant_in_flight_max: usize,
     /// Webhook sends in flight to one endpoint at most (in this instance).
     pub webhook_endpoint_in_flight_max: usize,
     pub clock: Arc<dyn Clock>,
@@ -108,7 +115,9 @@ impl Default for Config {
             webhook_retry_max_ms: 3_600_000,
             webhook_retry_window_secs: 3 * 24 * 60 * 60,
             webhook_delivery_retention_secs: 30 * 24 * 60 * 60,
-            webhook_in_flight_max: 32,
+            webhook_endpoints_max: crate::domain::webhook::ENDPOINTS_MAX_DEFAULT,
+            webhook_in_flight_max: 64,
+            webhook_tenant_in_flight_max: 8,
             webhook_endpoint_in_flight_max: 4,
             clock: Arc::new(SystemClock),
         }
@@ -122,6 +131,11 @@ impl Config {
             Some(url) => url.clone(),
             None => format!("sqlite://{}", self.data_dir.join("payrail.db").display()),
         }
+    }
+
+    /// What webhook endpoints may be (SPEC W4, W5).
+    pub fn webhook_endpoint_rules(&self) -> EndpointRules {
+        EndpointRules { policy: UrlPolicy { allow_private: self.webhooks_allow_private }, endpoints_max: self.webhook_endpoints_max }
     }
 
     /// The webhook retry schedule these settings ask for (SPEC W3).

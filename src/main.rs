@@ -105,9 +105,12 @@ struct ServeArgs {
 #[derive(Args)]
 struct WebhookArgs {
     /// Allow webhook URLs on private and link-local networks (10/8, 172.16/12, 192.168/16,
-    /// 169.254/16, fc00::/7, fe80::/10...). Loopback is always allowed.
+    /// 169.254/16, fc00::/7, fe80::/10...), in both modes. Loopback is for sandbox mode only.
     #[arg(long, env = "PAYRAIL_WEBHOOKS_ALLOW_PRIVATE")]
     webhooks_allow_private: bool,
+    /// Webhook endpoints one organization and mode may have; past it, creating one is a 422.
+    #[arg(long, env = "PAYRAIL_WEBHOOK_ENDPOINTS_MAX", default_value_t = payrail::domain::webhook::ENDPOINTS_MAX_DEFAULT)]
+    webhook_endpoints_max: usize,
     /// How often the webhook worker looks for new events and due retries, in milliseconds.
     #[arg(long, env = "PAYRAIL_WEBHOOK_POLL_MS", default_value_t = 250)]
     webhook_poll_ms: u64,
@@ -141,6 +144,9 @@ enum WebhooksCommand {
         /// Accept a URL on a private network (the server needs the same flag to send there).
         #[arg(long, env = "PAYRAIL_WEBHOOKS_ALLOW_PRIVATE")]
         webhooks_allow_private: bool,
+        /// Endpoints the organization and mode may have at most (as the server's flag).
+        #[arg(long, env = "PAYRAIL_WEBHOOK_ENDPOINTS_MAX", default_value_t = payrail::domain::webhook::ENDPOINTS_MAX_DEFAULT)]
+        webhook_endpoints_max: usize,
         #[arg(long)]
         json: bool,
     },
@@ -261,6 +267,7 @@ async fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
     config.rate_limit_burst = args.rate_limit_burst;
     let hooks = args.webhooks;
     config.webhooks_allow_private = hooks.webhooks_allow_private;
+    config.webhook_endpoints_max = hooks.webhook_endpoints_max;
     config.webhook_poll_ms = hooks.webhook_poll_ms;
     config.webhook_timeout_ms = hooks.webhook_timeout_ms;
     config.webhook_retry_base_ms = hooks.webhook_retry_base_ms;
@@ -298,14 +305,14 @@ async fn shutdown_signal() {
 
 async fn run_webhooks(store: &dyn payrail::store::Store, command: WebhooksCommand) -> anyhow::Result<()> {
     use payrail::domain::time::Clock;
-    use payrail::domain::webhook::{self, EndpointInput, UrlPolicy};
+    use payrail::domain::webhook::{self, EndpointInput, EndpointRules, UrlPolicy};
     let now = SystemClock.now();
     match command {
-        WebhooksCommand::Create { url, events, mode, org, webhooks_allow_private, json } => {
+        WebhooksCommand::Create { url, events, mode, org, webhooks_allow_private, webhook_endpoints_max, json } => {
             let mode = Mode::parse(&mode).map_err(|_| anyhow::anyhow!("--mode must be sandbox or live"))?;
             let input = EndpointInput { url: Some(url), event_names: Some(events) };
-            let policy = UrlPolicy { allow_private: webhooks_allow_private };
-            let reply = webhook::create_for(store, now, &org, mode, &input, &policy).await.map_err(cli_error)?;
+            let rules = EndpointRules { policy: UrlPolicy { allow_private: webhooks_allow_private }, endpoints_max: webhook_endpoints_max };
+            let reply = webhook::create_for(store, now, &org, mode, &input, &rules).await.map_err(cli_error)?;
             let mut created: serde_json::Value = serde_json::from_str(&reply)?;
             created["organization_id"] = json!(org);
             if json {

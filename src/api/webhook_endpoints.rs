@@ -10,7 +10,7 @@ use super::PageParams;
 use super::{created_json, listed, no_content, ok_json, page_spec, param};
 use crate::app::AppState;
 use crate::app::WriteContext;
-use crate::domain::webhook::{self, CreatedEndpoint, EndpointInput, UrlPolicy, WebhookEndpoint};
+use crate::domain::webhook::{self, CreatedEndpoint, EndpointInput, WebhookEndpoint};
 use crate::domain::webhook_delivery::{self, Delivery};
 use crate::error::Error;
 use crate::http::auth::Principal;
@@ -33,10 +33,6 @@ impl<S: Send + Sync> FromRequestParts<S> for DeliveryPath {
     }
 }
 
-fn policy(state: &AppState) -> UrlPolicy {
-    UrlPolicy { allow_private: state.config.webhooks_allow_private }
-}
-
 #[utoipa::path(
     post,
     path = "/api/webhook_endpoints",
@@ -55,7 +51,7 @@ pub async fn create(
 ) -> Result<Response, Error> {
     let scope = principal.scope();
     let committer = state.committer(&write, StatusCode::CREATED.as_u16());
-    let json = webhook::create(&state.ctx(&scope), &committer, &input, &policy(&state)).await?;
+    let json = webhook::create(&state.ctx(&scope), &committer, &input, &state.config.webhook_endpoint_rules()).await?;
     Ok(created_json(json))
 }
 

@@ -21,6 +21,7 @@ pub mod schema;
 pub mod validate;
 pub mod webhook;
 pub mod webhook_delivery;
+pub mod webhook_url;
 
 use async_trait::async_trait;
 

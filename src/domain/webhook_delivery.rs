@@ -32,8 +32,6 @@ pub const DELIVERED: &str = "delivered";
 pub const FAILED: &str = "failed";
 /// Every status a delivery can have.
 pub const STATUSES: &[&str] = super::enums::WEBHOOK_DELIVERY_STATUSES;
-/// Longest error text kept on a delivery.
-const ERROR_LEN_MAX: usize = 500;
 /// Re-reads a delivery whose replace lost a race, at most this often.
 const RECORD_ATTEMPTS_MAX: usize = 4;
 
@@ -113,7 +111,24 @@ impl StoredDelivery {
 }
 
 fn parse(stored: &StoredObject) -> Result<StoredDelivery> {
-    serde_json::from_str(&stored.doc).map_err(|e| Error::internal(format!("stored webhook delivery {}: {e}", stored.id)))
+    let mut parsed: StoredDelivery =
+        serde_json::from_str(&stored.doc).map_err(|e| Error::internal(format!("stored webhook delivery {}: {e}", stored.id)))?;
+    let d = &mut parsed.delivery;
+    d.last_error = d.last_error.take().map(|text| legacy_failure(&text, d.last_status_code).to_string());
+    Ok(parsed)
+}
+
+/// The failure a stored error text stands for. Releases before SPEC W5 stored the client's own
+/// words (operating-system errors included); they are shown as one of the four texts too.
+fn legacy_failure(text: &str, status_code: Option<u16>) -> Failure {
+    match (text, status_code) {
+        ("timeout", _) => Failure::Timeout,
+        ("TLS failed", _) => Failure::TlsFailed,
+        (_, Some(code)) => Failure::Status(code),
+        (text, None) if text.starts_with("no answer within") => Failure::Timeout,
+        (text, None) if text.to_ascii_lowercase().contains("tls") => Failure::TlsFailed,
+        _ => Failure::ConnectionFailed,
+    }
 }
 
 fn public_json(delivery: &Delivery) -> Result<String> {
@@ -252,13 +267,41 @@ pub async fn claim(store: &dyn Store, endpoint_id: &str, now: Timestamp, lease_m
     }
 }
 
+/// Why an attempt failed: all that is stored, listed and logged at info level (SPEC W5). No
+/// operating-system text, no detail of how a connection failed, so the answers never tell an
+/// open port from a closed one beyond these four words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// No answer within the send timeout (connecting included).
+    Timeout,
+    /// No connection: refused, unreachable, reset, no address, an address the guard refused,
+    /// or an answer that was not HTTP.
+    ConnectionFailed,
+    /// A connection, but no TLS session (handshake refused, closed or not TLS at all).
+    TlsFailed,
+    /// An HTTP answer other than 2xx (redirects included: they are not followed).
+    Status(u16),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Timeout => f.write_str("timeout"),
+            Failure::ConnectionFailed => f.write_str("connection failed"),
+            Failure::TlsFailed => f.write_str("TLS failed"),
+            Failure::Status(code) => write!(f, "HTTP {code}"),
+        }
+    }
+}
+
 /// How an attempt ended.
 #[derive(Debug, Clone)]
 pub enum Outcome {
     /// A 2xx answer.
-    Delivered { status_code: u16 },
-    /// Another status, no answer in time, or a refusal (an address the policy forbids).
-    Failed { status_code: Option<u16>, error: String },
+    Delivered {
+        status_code: u16,
+    },
+    Failed(Failure),
 }
 
 /// Applies an attempt's outcome: delivered; or pending with the next attempt scheduled; or
@@ -277,9 +320,12 @@ fn apply(stored: &mut StoredDelivery, outcome: &Outcome, at: Timestamp, policy: 
             d.next_attempt_at = None;
             d.delivered_at = Some(at);
         }
-        Outcome::Failed { status_code, error } => {
-            d.last_status_code = *status_code;
-            d.last_error = Some(error.chars().take(ERROR_LEN_MAX).collect());
+        Outcome::Failed(failure) => {
+            d.last_status_code = match failure {
+                Failure::Status(code) => Some(*code),
+                _ => None,
+            };
+            d.last_error = Some(failure.to_string());
             let delay_ms = policy.delay_ms(d.attempts, &mut rand::rng());
             let next = at.plus_micros(i64::try_from(delay_ms).unwrap_or(i64::MAX / 1000).saturating_mul(1000));
             if next > d.retry_until {
@@ -453,7 +499,7 @@ mod tests {
             body: "{}".into(),
             lease_until: None,
         };
-        let failure = Outcome::Failed { status_code: Some(500), error: "HTTP 500".into() };
+        let failure = Outcome::Failed(Failure::Status(500));
         while stored.delivery.status == PENDING {
             let at = stored.delivery.next_attempt_at.unwrap();
             apply(&mut stored, &failure, at, &POLICY);
@@ -462,6 +508,29 @@ mod tests {
         assert_eq!(d.status, FAILED);
         assert!(d.last_attempt_at.unwrap() > start.plus_secs(POLICY.window_secs - 3_600), "retried until the window's end");
         assert!((70..=130).contains(&d.attempts), "{} attempts in 3 days", d.attempts);
+    }
+
+    #[test]
+    fn w5_old_error_texts_are_shown_as_the_four() {
+        assert_eq!(
+            legacy_failure("could not connect: tcp connect error: Connection refused (os error 111)", None),
+            Failure::ConnectionFailed
+        );
+        assert_eq!(legacy_failure("could not connect: tls handshake eof", None), Failure::TlsFailed);
+        assert_eq!(legacy_failure("no answer within 5000 ms", None), Failure::Timeout);
+        assert_eq!(legacy_failure("the receiver answered HTTP 500", Some(500)), Failure::Status(500));
+        for text in ["timeout", "connection failed", "TLS failed", "HTTP 404"] {
+            assert_eq!(legacy_failure(text, text.strip_prefix("HTTP ").map(|c| c.parse().unwrap())).to_string(), text);
+        }
+    }
+
+    #[test]
+    fn w5_failure_texts_are_four_words() {
+        let texts: Vec<String> = [Failure::Timeout, Failure::ConnectionFailed, Failure::TlsFailed, Failure::Status(503)]
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(texts, ["timeout", "connection failed", "TLS failed", "HTTP 503"]);
     }
 
     #[test]

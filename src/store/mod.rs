@@ -101,6 +101,17 @@ pub enum Write {
         id: String,
         parameter: String,
     },
+    /// Fails the batch with a 422 naming `parameter` (saying `message`) if `scope` already holds
+    /// `max` objects of `kind`. Put it before the batch's own inserts of `kind`. Batches holding
+    /// the same cap are serialised by the store, so concurrent ones never pass it together
+    /// (SQLite: one writer; PostgreSQL: a transaction advisory lock per kind and scope).
+    Cap {
+        kind: &'static str,
+        scope: Scope,
+        max: usize,
+        parameter: String,
+        message: String,
+    },
     InsertApiKey {
         key: ApiKey,
         hash: KeyHash,

@@ -1,11 +1,15 @@
-//! The HTTP sender of webhooks, with its request forgery guard.
+//! The HTTP sender of webhooks, with its request forgery guard (SPEC W5).
 //!
-//! Every attempt re-checks the URL against the rules in force (`domain::webhook`), and host
-//! names go through [`GuardedResolver`]: only the addresses the policy allows are connected to,
-//! so a name that starts resolving to a private address (DNS rebinding) is refused at that
-//! attempt, which is recorded as a failed attempt. IP literals never reach a resolver, so the
-//! URL check covers them. No redirects are followed (a 3xx is a failure), no proxy is used, and
-//! nothing of the receiver's answer but its status code is kept.
+//! Every attempt re-checks the URL against the rules in force (`domain::webhook_url`) for the
+//! endpoint's mode, and host names go through [`GuardedResolver`]: the connector is handed only
+//! the addresses the policy allows for that mode (one client per mode), so a name that starts
+//! resolving to a private or loopback address (DNS rebinding) is refused at that attempt, which
+//! is recorded as a failed attempt. IP literals never reach a resolver, so the URL check covers
+//! them. No redirects are followed (a 3xx is a failure), no proxy is used, and nothing of the
+//! receiver's answer but its status code is kept.
+//!
+//! A failure is reduced to one of four words ([`Failure`]): the client's own error text (with
+//! operating-system errors such as `Connection refused`) is logged at debug level only.
 
 use std::error::Error as StdError;
 use std::fmt;
@@ -18,14 +22,14 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue};
 
 use super::signer;
 use crate::domain::webhook::{self, UrlPolicy};
-use crate::domain::webhook_delivery::{ClaimedDelivery, Outcome};
+use crate::domain::webhook_delivery::{ClaimedDelivery, Failure, Outcome};
 
 /// Sends deliveries.
 #[derive(Debug, Clone)]
 pub struct Sender {
-    client: reqwest::Client,
+    sandbox: reqwest::Client,
+    live: reqwest::Client,
     policy: UrlPolicy,
-    timeout: Duration,
 }
 
 /// The resolver's refusal, found again in the error chain to say why an attempt failed.
@@ -40,24 +44,26 @@ impl fmt::Display for Refused {
 
 impl StdError for Refused {}
 
-/// Resolves names with the system resolver, keeping only the addresses the policy allows.
+/// Resolves names with the system resolver, keeping only the addresses the policy allows for
+/// one mode: the connector connects to nothing else.
 #[derive(Debug, Clone, Copy)]
 struct GuardedResolver {
     policy: UrlPolicy,
+    live_mode: bool,
 }
 
 impl Resolve for GuardedResolver {
     fn resolve(&self, name: Name) -> Resolving {
-        let policy = self.policy;
+        let GuardedResolver { policy, live_mode } = *self;
         let host = name.as_str().to_owned();
         Box::pin(async move {
             let found = tokio::net::lookup_host((host.as_str(), 0)).await?;
             let mut allowed: Vec<SocketAddr> = Vec::new();
             let mut refusal = None;
             for addr in found {
-                match webhook::address_refusal(&policy, &host, addr.ip()) {
+                match webhook::address_refusal(&policy, &host, addr.ip(), live_mode) {
                     None => allowed.push(addr),
-                    Some(why) => refusal = Some(why),
+                    Some(why) => refusal = Some(format!("{} is {why}", addr.ip())),
                 }
             }
             if allowed.is_empty() {
@@ -69,26 +75,33 @@ impl Resolve for GuardedResolver {
     }
 }
 
+fn client(policy: UrlPolicy, live_mode: bool, timeout: Duration) -> reqwest::Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .dns_resolver(Arc::new(GuardedResolver { policy, live_mode }))
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .timeout(timeout)
+        .connect_timeout(timeout)
+        .pool_idle_timeout(Duration::from_secs(30))
+        .user_agent(concat!("Payrail-Webhooks/", env!("CARGO_PKG_VERSION")))
+        .build()
+}
+
 impl Sender {
     pub fn new(policy: UrlPolicy, timeout: Duration) -> anyhow::Result<Self> {
-        let client = reqwest::Client::builder()
-            .dns_resolver(Arc::new(GuardedResolver { policy }))
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .timeout(timeout)
-            .connect_timeout(timeout)
-            .pool_idle_timeout(Duration::from_secs(30))
-            .user_agent(concat!("Payrail-Webhooks/", env!("CARGO_PKG_VERSION")))
-            .build()?;
-        Ok(Sender { client, policy, timeout })
+        Ok(Sender { sandbox: client(policy, false, timeout)?, live: client(policy, true, timeout)?, policy })
     }
 
     /// Sends one attempt, signed at `unix_secs`, and says how it ended.
     pub async fn send(&self, url: &str, secret: &str, claimed: &ClaimedDelivery, unix_secs: i64) -> Outcome {
         let live_mode = claimed.scope.live_mode;
+        let delivery_id = &claimed.stored.delivery.id;
         let checked = match webhook::check_url("url", url, live_mode, &self.policy) {
             Ok(checked) => checked,
-            Err(err) => return Outcome::Failed { status_code: None, error: format!("refused: {err}") },
+            Err(err) => {
+                tracing::debug!(delivery = %delivery_id, %err, "webhook attempt refused before connecting");
+                return Outcome::Failed(Failure::ConnectionFailed);
+            }
         };
         let body = claimed.stored.body.as_bytes();
         let delivery = &claimed.stored.delivery;
@@ -105,39 +118,47 @@ impl Sender {
         put("x-topic", &delivery.resource);
         put("x-event-name", &delivery.event_name);
         put("x-live-mode", if live_mode { "true" } else { "false" });
-        let request = self.client.post(checked.url).headers(headers).body(claimed.stored.body.clone());
+        let client = if live_mode { &self.live } else { &self.sandbox };
+        let request = client.post(checked.url).headers(headers).body(claimed.stored.body.clone());
         match request.send().await {
-            Ok(response) => {
-                let status = response.status().as_u16();
-                if response.status().is_success() {
-                    Outcome::Delivered { status_code: status }
-                } else {
-                    Outcome::Failed { status_code: Some(status), error: format!("the receiver answered HTTP {status}") }
-                }
+            Ok(response) if response.status().is_success() => Outcome::Delivered { status_code: response.status().as_u16() },
+            Ok(response) => Outcome::Failed(Failure::Status(response.status().as_u16())),
+            Err(err) => {
+                tracing::debug!(delivery = %delivery_id, detail = %chain(&err), "webhook attempt failed");
+                Outcome::Failed(failure_of(&err))
             }
-            Err(err) => Outcome::Failed { status_code: None, error: self.describe(&err) },
         }
     }
+}
 
-    /// A short reason for a failed send, without anything from the receiver's answer.
-    fn describe(&self, err: &reqwest::Error) -> String {
-        let mut source: Option<&(dyn StdError + 'static)> = err.source();
-        while let Some(cause) = source {
-            if let Some(refused) = cause.downcast_ref::<Refused>() {
-                return refused.0.clone();
-            }
-            source = cause.source();
-        }
-        if err.is_timeout() {
-            return format!("no answer within {} ms", self.timeout.as_millis());
-        }
-        let mut text = if err.is_connect() { "could not connect".to_owned() } else { "the request failed".to_owned() };
-        let mut source: Option<&(dyn StdError + 'static)> = err.source();
-        while let Some(cause) = source {
-            text.push_str(": ");
-            text.push_str(&cause.to_string());
-            source = cause.source();
-        }
-        text
+/// The error and its causes, for debug logs only.
+fn chain(err: &reqwest::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
     }
+    text
+}
+
+/// Which of the four failures a client error is. Connecting is two steps: the TCP connector's
+/// errors are hyper-util's `ConnectError` (not exported: found by its `Debug` name); any other
+/// connect error happened after TCP, in the TLS handshake (refused, closed, or not TLS).
+fn failure_of(err: &reqwest::Error) -> Failure {
+    if err.is_timeout() {
+        return Failure::Timeout;
+    }
+    let mut source: Option<&(dyn StdError + 'static)> = err.source();
+    while let Some(cause) = source {
+        if cause.is::<Refused>() || format!("{cause:?}").starts_with("ConnectError(") {
+            return Failure::ConnectionFailed;
+        }
+        if cause.is::<rustls::Error>() {
+            return Failure::TlsFailed;
+        }
+        source = cause.source();
+    }
+    if err.is_connect() { Failure::TlsFailed } else { Failure::ConnectionFailed }
 }

@@ -1,40 +1,52 @@
-//! The webhook worker (SPEC W2, W3): reads the event outbox, queues deliveries, sends them.
+//! The webhook worker (SPEC W2, W3, W4): reads the event outbox, queues deliveries, sends them.
 //!
 //! Every pass (each `webhook_poll_ms`, or sooner when a send finishes):
 //! 1. For each endpoint, the events after its cursor become deliveries and the cursor moves
-//!    past them, in one transaction guarded by the cursor's version (`enqueue`).
-//! 2. For each endpoint, in turn from a rotating start, due deliveries are leased (`claim`) up
-//!    to the free slots: at most `webhook_in_flight_max` sends in flight in this instance, and
-//!    at most `webhook_endpoint_in_flight_max` per endpoint, so a slow endpoint holds only its
-//!    own slots and never delays the others.
+//!    past them, in one transaction guarded by the cursor's version (`enqueue`). Each event is
+//!    read once per endpoint of its tenant and makes at most one delivery there: the work is
+//!    linear in events times subscribed endpoints (W4), never a rescan.
+//! 2. Due deliveries are leased (`claim`) up to the free slots, tenant by tenant (an
+//!    organization in one mode) from a start that rotates every pass, and endpoint by endpoint
+//!    within a tenant, likewise rotated. Slots are bounded three ways in this instance:
+//!    `webhook_in_flight_max` in all, `webhook_tenant_in_flight_max` per tenant and
+//!    `webhook_endpoint_in_flight_max` per endpoint. So a tenant whose receivers hang holds
+//!    only its own share, and the others keep theirs (W4): with the defaults (64, 8, 4), up to
+//!    eight tenants whose every receiver hangs delay no one; past that, the rotation hands each
+//!    freed slot to the tenants in turn.
 //! 3. Each leased delivery is sent in its own task; its outcome is recorded under the lease.
 //!
 //! All state is in the store, so deliveries survive restarts; a lease (`webhook_lease_ms`,
 //! longer than the send timeout) lets several instances share the work without sending a
 //! delivery from two of them at once. On shutdown the worker stops claiming and waits for the
-//! sends in flight (bounded by the timeout) so their outcomes are recorded.
+//! sends in flight (bounded by the timeout) so their outcomes are recorded. Repeated log lines
+//! (the same line about the same endpoint) are logged at most once per [`LOG_REPEAT_WINDOW`],
+//! with the count of those held back.
 //!
-//! Limits: up to `domain::webhook::ENDPOINTS_SERVED_MAX` endpoints across all tenants are served; each pass reads up
-//! to `ENQUEUE_BATCH_MAX` events per endpoint (a backlog drains over consecutive passes).
+//! Limits: up to `domain::webhook::ENDPOINTS_SERVED_MAX` endpoints across all tenants are
+//! served; each pass reads up to `ENQUEUE_BATCH_MAX` events per endpoint (a backlog drains
+//! over consecutive passes).
 
 pub mod client;
+pub mod log_limit;
 pub mod signer;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 
 use crate::app::AppState;
 use crate::config::Config;
+use crate::domain::api_key::Scope;
 use crate::domain::time::{Clock, Timestamp};
 use crate::domain::webhook::{self, LoadedEndpoint, UrlPolicy};
 use crate::domain::webhook_delivery::{self as delivery, ClaimedDelivery, Outcome, RetryPolicy};
 use crate::error::Result;
 use crate::store::Store;
 use client::Sender;
+use log_limit::LogLimit;
 
 /// Events turned into deliveries per endpoint and pass at most.
 pub const ENQUEUE_BATCH_MAX: usize = 200;
@@ -46,6 +58,8 @@ const WAKE_SETTLE: Duration = Duration::from_millis(5);
 /// How often finished deliveries past their retention are purged, and how many per batch.
 const PURGE_INTERVAL: Duration = Duration::from_secs(60);
 const PURGE_BATCH_MAX: usize = 500;
+/// The same log line about the same endpoint at most once per this (SPEC W4).
+pub const LOG_REPEAT_WINDOW: Duration = Duration::from_secs(10);
 
 /// The worker's settings, from the configuration.
 #[derive(Debug, Clone, Copy)]
@@ -55,6 +69,7 @@ pub struct Settings {
     pub lease_ms: u64,
     pub retry: RetryPolicy,
     pub in_flight_max: usize,
+    pub tenant_in_flight_max: usize,
     pub endpoint_in_flight_max: usize,
     pub policy: UrlPolicy,
     pub retention_secs: i64,
@@ -70,18 +85,44 @@ impl Settings {
             lease_ms: config.webhook_lease_ms.max(timeout_ms.saturating_mul(2)),
             retry: config.webhook_retry_policy(),
             in_flight_max: config.webhook_in_flight_max.max(1),
+            tenant_in_flight_max: config.webhook_tenant_in_flight_max.max(1),
             endpoint_in_flight_max: config.webhook_endpoint_in_flight_max.max(1),
-            policy: UrlPolicy { allow_private: config.webhooks_allow_private },
+            policy: config.webhook_endpoint_rules().policy,
             retention_secs: config.webhook_delivery_retention_secs.max(0),
         }
     }
 }
 
-/// Sends in flight, per endpoint and in all.
+/// Sends in flight, per endpoint, per tenant and in all.
 #[derive(Debug, Default)]
 struct InFlight {
     per_endpoint: HashMap<String, usize>,
+    per_tenant: HashMap<Scope, usize>,
     total: usize,
+}
+
+impl InFlight {
+    fn add(&mut self, scope: &Scope, endpoint_id: &str) {
+        *self.per_endpoint.entry(endpoint_id.to_owned()).or_default() += 1;
+        *self.per_tenant.entry(scope.clone()).or_default() += 1;
+        self.total += 1;
+    }
+
+    fn remove(&mut self, scope: &Scope, endpoint_id: &str) {
+        self.total = self.total.saturating_sub(1);
+        decrement(&mut self.per_endpoint, endpoint_id);
+        decrement(&mut self.per_tenant, scope);
+    }
+}
+
+/// Counts one less under `key`, forgetting it at zero (the maps hold only what is busy).
+fn decrement<K: std::hash::Hash + Eq + ?Sized, Q: std::hash::Hash + Eq + std::borrow::Borrow<K>>(map: &mut HashMap<Q, usize>, key: &K) {
+    if let Some(busy) = map.get_mut(key) {
+        *busy = busy.saturating_sub(1);
+        if *busy == 0 {
+            map.remove(key);
+        }
+    }
 }
 
 struct Worker {
@@ -93,6 +134,7 @@ struct Worker {
     wake: Arc<Notify>,
     tasks: JoinSet<()>,
     rotation: usize,
+    log: Arc<LogLimit>,
 }
 
 /// Runs until `stop` turns true, then waits for the sends in flight.
@@ -114,6 +156,7 @@ pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
         wake: Arc::new(Notify::new()),
         tasks: JoinSet::new(),
         rotation: 0,
+        log: Arc::new(LogLimit::new(LOG_REPEAT_WINDOW)),
     };
     let mut last_purge: Option<tokio::time::Instant> = None;
     while !*stop.borrow() {
@@ -124,7 +167,9 @@ pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
         let more = match worker.pass().await {
             Ok(more) => more,
             Err(err) => {
-                tracing::warn!(%err, "webhook pass failed");
+                if let Some(suppressed) = worker.log.admit("pass", Instant::now()) {
+                    tracing::warn!(%err, suppressed, "webhook pass failed");
+                }
                 false
             }
         };
@@ -165,54 +210,63 @@ impl Worker {
     /// One pass; true when an endpoint has more events waiting than one pass takes.
     async fn pass(&mut self) -> Result<bool> {
         let endpoints = webhook::load_all(self.store.as_ref(), webhook::ENDPOINTS_SERVED_MAX).await?;
+        self.rotation = self.rotation.wrapping_add(1);
+        let tenants = by_tenant(&endpoints, self.rotation);
         let mut more = false;
-        for endpoint in &endpoints {
+        for endpoint in tenants.iter().flatten() {
             let now = self.clock.now();
             match delivery::enqueue(self.store.as_ref(), endpoint, now, &self.settings.retry, ENQUEUE_BATCH_MAX).await {
                 Ok(read) => more |= read == ENQUEUE_BATCH_MAX,
-                Err(err) => tracing::warn!(%err, endpoint = %endpoint.state.endpoint_id, "queueing webhook deliveries failed"),
+                Err(err) => self.warn_about(endpoint, "queueing webhook deliveries failed", &err),
             }
         }
-        if endpoints.is_empty() {
-            return Ok(more);
-        }
-        self.rotation = self.rotation.wrapping_add(1);
-        for i in 0..endpoints.len() {
-            let endpoint = &endpoints[(self.rotation + i) % endpoints.len()];
-            let free = self.free_slots(&endpoint.state.endpoint_id);
-            if free.total == 0 {
-                break;
-            }
-            if free.endpoint == 0 {
-                continue;
-            }
-            let now = self.clock.now();
-            let limit = free.endpoint.min(free.total);
-            match delivery::claim(self.store.as_ref(), &endpoint.state.endpoint_id, now, self.settings.lease_ms, limit).await {
-                Ok(claimed) => claimed.into_iter().for_each(|c| self.spawn_send(endpoint, c)),
-                Err(err) => tracing::warn!(%err, endpoint = %endpoint.state.endpoint_id, "claiming webhook deliveries failed"),
+        for tenant in &tenants {
+            for endpoint in tenant {
+                let free = self.free_slots(&endpoint.scope, &endpoint.state.endpoint_id);
+                if free.total == 0 {
+                    return Ok(more);
+                }
+                if free.tenant == 0 {
+                    break;
+                }
+                let limit = free.endpoint.min(free.tenant).min(free.total);
+                if limit > 0 {
+                    self.claim_for(endpoint, limit).await;
+                }
             }
         }
         Ok(more)
     }
 
-    fn free_slots(&self, endpoint_id: &str) -> Free {
+    async fn claim_for(&mut self, endpoint: &LoadedEndpoint, limit: usize) {
+        let now = self.clock.now();
+        match delivery::claim(self.store.as_ref(), &endpoint.state.endpoint_id, now, self.settings.lease_ms, limit).await {
+            Ok(claimed) => claimed.into_iter().for_each(|c| self.spawn_send(endpoint, c)),
+            Err(err) => self.warn_about(endpoint, "claiming webhook deliveries failed", &err),
+        }
+    }
+
+    fn warn_about(&self, endpoint: &LoadedEndpoint, what: &'static str, err: &crate::error::Error) {
+        let id = &endpoint.state.endpoint_id;
+        if let Some(suppressed) = self.log.admit(&format!("{what}/{id}"), Instant::now()) {
+            tracing::warn!(%err, endpoint = %id, suppressed, "{what}");
+        }
+    }
+
+    fn free_slots(&self, scope: &Scope, endpoint_id: &str) -> Free {
         let in_flight = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
-        let busy = in_flight.per_endpoint.get(endpoint_id).copied().unwrap_or(0);
+        let s = &self.settings;
         Free {
-            total: self.settings.in_flight_max.saturating_sub(in_flight.total),
-            endpoint: self.settings.endpoint_in_flight_max.saturating_sub(busy),
+            total: s.in_flight_max.saturating_sub(in_flight.total),
+            tenant: s.tenant_in_flight_max.saturating_sub(in_flight.per_tenant.get(scope).copied().unwrap_or(0)),
+            endpoint: s.endpoint_in_flight_max.saturating_sub(in_flight.per_endpoint.get(endpoint_id).copied().unwrap_or(0)),
         }
     }
 
     fn spawn_send(&mut self, endpoint: &LoadedEndpoint, claimed: ClaimedDelivery) {
         let endpoint_id = endpoint.state.endpoint_id.clone();
-        {
-            let mut in_flight = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
-            *in_flight.per_endpoint.entry(endpoint_id.clone()).or_default() += 1;
-            in_flight.total += 1;
-        }
-        let slot = SlotGuard { in_flight: self.in_flight.clone(), wake: self.wake.clone(), endpoint_id };
+        self.in_flight.lock().unwrap_or_else(|p| p.into_inner()).add(&endpoint.scope, &endpoint_id);
+        let slot = SlotGuard { in_flight: self.in_flight.clone(), wake: self.wake.clone(), scope: endpoint.scope.clone(), endpoint_id };
         let send = Send {
             store: self.store.clone(),
             clock: self.clock.clone(),
@@ -221,6 +275,7 @@ impl Worker {
             url: endpoint.state.url.clone(),
             secret: endpoint.state.secret.expose().to_owned(),
             claimed,
+            log: self.log.clone(),
         };
         self.tasks.spawn(async move {
             send.run().await;
@@ -229,8 +284,28 @@ impl Worker {
     }
 }
 
+/// The endpoints grouped by tenant; tenants, and endpoints within each, start at a position
+/// that moves with `rotation`, so no tenant or endpoint is always served first.
+fn by_tenant(endpoints: &[LoadedEndpoint], rotation: usize) -> Vec<Vec<&LoadedEndpoint>> {
+    let mut groups: BTreeMap<(&str, bool), Vec<&LoadedEndpoint>> = BTreeMap::new();
+    for endpoint in endpoints {
+        groups.entry((endpoint.scope.organization_id.as_str(), endpoint.scope.live_mode)).or_default().push(endpoint);
+    }
+    let mut tenants: Vec<Vec<&LoadedEndpoint>> = groups.into_values().collect();
+    for tenant in &mut tenants {
+        let start = rotation % tenant.len();
+        tenant.rotate_left(start);
+    }
+    if !tenants.is_empty() {
+        let start = rotation % tenants.len();
+        tenants.rotate_left(start);
+    }
+    tenants
+}
+
 struct Free {
     total: usize,
+    tenant: usize,
     endpoint: usize,
 }
 
@@ -238,20 +313,13 @@ struct Free {
 struct SlotGuard {
     in_flight: Arc<Mutex<InFlight>>,
     wake: Arc<Notify>,
+    scope: Scope,
     endpoint_id: String,
 }
 
 impl Drop for SlotGuard {
     fn drop(&mut self) {
-        let mut in_flight = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
-        in_flight.total = in_flight.total.saturating_sub(1);
-        if let Some(busy) = in_flight.per_endpoint.get_mut(&self.endpoint_id) {
-            *busy = busy.saturating_sub(1);
-            if *busy == 0 {
-                in_flight.per_endpoint.remove(&self.endpoint_id);
-            }
-        }
-        drop(in_flight);
+        self.in_flight.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.scope, &self.endpoint_id);
         self.wake.notify_one();
     }
 }
@@ -265,6 +333,7 @@ struct Send {
     url: String,
     secret: String,
     claimed: ClaimedDelivery,
+    log: Arc<LogLimit>,
 }
 
 impl Send {
@@ -276,13 +345,18 @@ impl Send {
             Outcome::Delivered { status_code } => {
                 tracing::debug!(delivery = %d.id, endpoint = %d.webhook_endpoint_id, status_code, "webhook delivered");
             }
-            Outcome::Failed { status_code, error } => {
-                tracing::info!(delivery = %d.id, endpoint = %d.webhook_endpoint_id, ?status_code, %error, attempt = d.attempts + 1, "webhook attempt failed");
+            // Only the failure's word (SPEC W5), and once per window per endpoint (W4).
+            Outcome::Failed(failure) => {
+                if let Some(suppressed) = self.log.admit(&format!("attempt/{}", d.webhook_endpoint_id), Instant::now()) {
+                    tracing::info!(delivery = %d.id, endpoint = %d.webhook_endpoint_id, %failure, attempt = d.attempts + 1, suppressed, "webhook attempt failed");
+                }
             }
         }
         let at = self.clock.now();
-        if let Err(err) = delivery::record(self.store.as_ref(), &self.claimed, &outcome, at, &self.retry).await {
-            tracing::warn!(%err, delivery = %d.id, "recording a webhook attempt failed; the lease will run out and it is sent again");
+        if let Err(err) = delivery::record(self.store.as_ref(), &self.claimed, &outcome, at, &self.retry).await
+            && let Some(suppressed) = self.log.admit(&format!("record/{}", d.webhook_endpoint_id), Instant::now())
+        {
+            tracing::warn!(%err, delivery = %d.id, suppressed, "recording a webhook attempt failed; the lease will run out and it is sent again");
         }
     }
 }

@@ -18,8 +18,8 @@ const RELEASE_OWN_CLAIM: &str = "DELETE FROM idempotency_claims WHERE api_key_id
 
 /// Applies `writes` (and releases `claim`) in `tx`, in order; the first failure wins.
 pub async fn apply_all(tx: &Transaction<'_>, claim: Option<&ClaimToken>, writes: &[Write]) -> Result<()> {
-    // A replace is several dependent statements; batches holding one go one write at a time.
-    let pipelined = !writes.iter().any(|write| matches!(write, Write::Replace { .. }));
+    // A replace or a cap is several dependent statements; batches holding one go one write at a time.
+    let pipelined = !writes.iter().any(|write| matches!(write, Write::Replace { .. } | Write::Cap { .. }));
     // Prepared first, in order, so that the pipeline's statements leave in the batch's order.
     for write in writes {
         if let Some(sql) = single_statement(write) {
@@ -88,7 +88,7 @@ const PURGE_REPLIES: &str = "DELETE FROM idempotency_replies r USING unnest($1::
 fn single_statement(write: &Write) -> Option<&'static str> {
     Some(match write {
         Write::Insert(_) => INSERT_OBJECT,
-        Write::Replace { .. } => return None,
+        Write::Replace { .. } | Write::Cap { .. } => return None,
         Write::Delete { .. } => DELETE_OBJECT,
         Write::DeleteChildren { .. } => DELETE_CHILDREN,
         Write::Require { .. } => REQUIRE,
@@ -103,6 +103,9 @@ async fn apply(tx: &Transaction<'_>, write: &Write) -> Result<()> {
     let Some(sql) = single_statement(write) else {
         return match write {
             Write::Replace { record, expected_version } => replace_object(tx, record, *expected_version).await,
+            Write::Cap { kind, scope, max, parameter, message } => {
+                within_cap(tx, kind, scope, *max).await?.then_some(()).ok_or_else(|| Error::invalid(parameter.clone(), message.clone()))
+            }
             _ => Err(Error::internal("a write without a statement")),
         };
     };
@@ -179,7 +182,7 @@ async fn apply(tx: &Transaction<'_>, write: &Write) -> Result<()> {
             let (ids, names): (Vec<String>, Vec<String>) = keys.iter().cloned().unzip();
             tx.execute(&statement, &[&ids, &names, &before.as_micros()]).await
         }
-        Write::Replace { .. } => return Err(Error::internal("a replace has no single statement")),
+        Write::Replace { .. } | Write::Cap { .. } => return Err(Error::internal("a replace or a cap has no single statement")),
     }
     .map_err(db_err)?;
     match write {
@@ -208,6 +211,24 @@ pub fn distinct_terms(record: &ObjectRecord) -> Vec<(&str, &str)> {
 
 fn term_columns(record: &ObjectRecord) -> (Vec<&str>, Vec<&str>) {
     distinct_terms(record).into_iter().unzip()
+}
+
+/// Whether `scope` holds fewer than `max` objects of `kind`. The transaction first takes an
+/// advisory lock on (kind, scope), held until it ends: a concurrent batch with the same cap, on
+/// any instance, waits here until this one commits, and its count (a new statement, so a new
+/// snapshot under READ COMMITTED) then sees this one's insert. Nothing races past the cap.
+async fn within_cap(tx: &Transaction<'_>, kind: &str, scope: &crate::base::api_key::Scope, max: usize) -> Result<bool> {
+    let lock_name = format!("payrail.cap/{kind}/{}/{}", scope.live_mode, scope.organization_id);
+    tx.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", &[&lock_name]).await.map_err(db_err)?;
+    let limit = i64::try_from(max).unwrap_or(i64::MAX);
+    let row = tx
+        .query_one(
+            "SELECT count(*) FROM (SELECT 1 FROM objects WHERE org_id = $1 AND live_mode = $2 AND kind = $3 LIMIT $4) AS held",
+            &[&scope.organization_id, &scope.live_mode, &kind, &limit],
+        )
+        .await
+        .map_err(db_err)?;
+    Ok(row.get::<_, i64>(0) < limit)
 }
 
 async fn replace_object(tx: &Transaction<'_>, record: &ObjectRecord, expected_version: i64) -> Result<()> {

@@ -172,6 +172,15 @@ fn apply(tx: &Transaction<'_>, write: &Write) -> Result<()> {
             Some(_) => Ok(()),
             None => Err(Error::invalid(parameter.clone(), format!("{parameter} does not name an existing {}", kind_str(kind)))),
         },
+        Write::Cap { kind, scope, max, parameter, message } => {
+            // One writer thread: nothing commits between this count and the batch's inserts.
+            let limit = i64::try_from(*max).unwrap_or(i64::MAX);
+            let held: i64 = tx
+                .prepare_cached("SELECT count(*) FROM (SELECT 1 FROM objects WHERE org_id = ?1 AND live_mode = ?2 AND kind = ?3 LIMIT ?4)")
+                .and_then(|mut st| st.query_row(params![scope.organization_id, scope.live_mode, kind, limit], |row| row.get(0)))
+                .map_err(row_err)?;
+            if held >= limit { Err(Error::invalid(parameter.clone(), message.clone())) } else { Ok(()) }
+        }
         Write::InsertApiKey { key, hash } => {
             tx.prepare_cached(
                 "INSERT INTO api_keys (id, key_hash, name, organization_id, live_mode, created_at, updated_at, expires_at, decommissioned_at)
