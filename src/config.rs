@@ -37,6 +37,10 @@ pub struct Config {
     /// How long a client has to send a request's headers.
     pub header_read_timeout_ms: u64,
     pub connections_max: usize,
+    /// Most connections open at once from one client address (an IPv4 address, or an IPv6 /64)
+    /// (SPEC T4). `None`: [`DEFAULT_CONNECTIONS_PER_ADDRESS_MAX`] over TLS, no cap of its own
+    /// behind a proxy (plain HTTP, where every connection comes from the proxy); `Some(0)`: none.
+    pub connections_per_address_max: Option<usize>,
     /// Requests per second each API key may make (token bucket); 0 turns limiting off.
     pub rate_limit_per_sec: u32,
     /// Requests a key may make at once above its rate.
@@ -86,6 +90,9 @@ pub struct Config {
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8443";
 pub const DEFAULT_ADMIN_LISTEN: &str = "127.0.0.1:9464";
 pub const DEFAULT_DATA_DIR: &str = "./payrail-data";
+/// Connections one client address may hold over TLS unless configured: well below the global
+/// cap, well above what a pooled client opens (SPEC T4).
+pub const DEFAULT_CONNECTIONS_PER_ADDRESS_MAX: usize = 256;
 
 impl Default for Config {
     fn default() -> Self {
@@ -101,6 +108,7 @@ impl Default for Config {
             handshake_timeout_ms: 10_000,
             header_read_timeout_ms: 10_000,
             connections_max: 4096,
+            connections_per_address_max: None,
             rate_limit_per_sec: 0,
             rate_limit_burst: 100,
             idempotency_ttl_secs: 24 * 60 * 60,
@@ -138,6 +146,17 @@ impl Config {
         EndpointRules { policy: UrlPolicy { allow_private: self.webhooks_allow_private }, endpoints_max: self.webhook_endpoints_max }
     }
 
+    /// The per-address connection cap in force (SPEC T4), never above the global cap.
+    pub fn connections_per_address_cap(&self) -> usize {
+        let cap = match self.connections_per_address_max {
+            Some(0) => self.connections_max,
+            Some(cap) => cap,
+            None if self.plain_http => self.connections_max,
+            None => DEFAULT_CONNECTIONS_PER_ADDRESS_MAX,
+        };
+        cap.min(self.connections_max)
+    }
+
     /// The webhook retry schedule these settings ask for (SPEC W3).
     pub fn webhook_retry_policy(&self) -> RetryPolicy {
         RetryPolicy {
@@ -145,5 +164,24 @@ impl Config {
             max_ms: self.webhook_retry_max_ms.max(self.webhook_retry_base_ms).max(1),
             window_secs: self.webhook_retry_window_secs.max(0),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn t4_per_address_cap_defaults_by_mode_and_never_exceeds_the_global_cap() {
+        let tls = Config::default();
+        assert_eq!(tls.connections_per_address_cap(), DEFAULT_CONNECTIONS_PER_ADDRESS_MAX);
+        let proxied = Config { plain_http: true, ..Config::default() };
+        assert_eq!(proxied.connections_per_address_cap(), proxied.connections_max, "behind a proxy, the proxy is every client");
+        let off = Config { connections_per_address_max: Some(0), ..Config::default() };
+        assert_eq!(off.connections_per_address_cap(), off.connections_max);
+        let small = Config { connections_max: 64, connections_per_address_max: Some(1000), ..Config::default() };
+        assert_eq!(small.connections_per_address_cap(), 64);
+        let set = Config { plain_http: true, connections_per_address_max: Some(8), ..Config::default() };
+        assert_eq!(set.connections_per_address_cap(), 8, "an explicit cap holds behind a proxy too");
     }
 }

@@ -133,6 +133,7 @@ pub async fn launch(config: Config, listener: TcpListener, shutdown: impl Future
         handshake_timeout: Duration::from_millis(config.handshake_timeout_ms),
         header_read_timeout: Duration::from_millis(config.header_read_timeout_ms),
         connections_max: config.connections_max,
+        connections_per_address_max: config.connections_per_address_cap(),
     };
     let app = http::router(state, api::routes());
     tracing::info!(%local_addr, scheme = if options.tls.is_some() { "https" } else { "http" }, "payrail is serving");

@@ -97,6 +97,10 @@ struct ServeArgs {
     /// Most connections open at once.
     #[arg(long, env = "PAYRAIL_CONNECTIONS_MAX", default_value_t = 4096)]
     connections_max: usize,
+    /// Most connections open at once from one client address (IPv6: one /64); 0: no cap of its
+    /// own. Default: 256 over TLS; none with --plain-http, where the proxy is the only client.
+    #[arg(long, env = "PAYRAIL_CONNECTIONS_PER_ADDRESS_MAX")]
+    connections_per_address_max: Option<usize>,
     #[command(flatten)]
     webhooks: WebhookArgs,
 }
@@ -262,6 +266,7 @@ async fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
     config.body_limit_bytes = args.body_limit_bytes;
     config.request_timeout_ms = args.request_timeout_ms;
     config.connections_max = args.connections_max;
+    config.connections_per_address_max = args.connections_per_address_max;
     config.sandbox_step_ms = args.sandbox_step_ms;
     config.rate_limit_per_sec = args.rate_limit_per_sec;
     config.rate_limit_burst = args.rate_limit_burst;

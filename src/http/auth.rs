@@ -2,8 +2,9 @@
 //!
 //! HTTP Basic with user name `x-api-key` (or the key's organization id) and the key as password.
 //! The key is hashed under the database pepper and looked up by hash; the final comparison is
-//! constant-time. Every refusal looks the same from outside: 401, `invalid_key` (or
-//! `expired_key` for a rolled key past its grace), and `WWW-Authenticate`.
+//! constant-time. A request with more than one `Authorization` header is refused (SPEC L5).
+//! Every refusal looks the same from outside: 401, `invalid_key` (or `expired_key` for a rolled
+//! key past its grace), and `WWW-Authenticate`.
 
 use std::sync::Arc;
 
@@ -94,7 +95,12 @@ const DECODED_LEN_MAX: usize = AUTHORIZATION_LEN_MAX / 4 * 3;
 /// [`basic_credentials`] decoded into `buf`, so authenticating a request copies no secret to
 /// the heap.
 fn decode_basic<'b>(headers: &HeaderMap, buf: &'b mut [u8; DECODED_LEN_MAX]) -> Option<(&'b str, &'b str)> {
-    let value = headers.get(header::AUTHORIZATION)?.as_bytes();
+    // Two Authorization headers are ambiguous (which key acts?): refused, whatever they hold (L5).
+    let mut values = headers.get_all(header::AUTHORIZATION).iter();
+    let value = values.next()?.as_bytes();
+    if values.next().is_some() {
+        return None;
+    }
     if value.len() > AUTHORIZATION_LEN_MAX {
         return None;
     }
@@ -133,5 +139,13 @@ mod tests {
             assert_eq!(basic_credentials(&with_auth(bad)), None, "{bad}");
         }
         assert_eq!(basic_credentials(&HeaderMap::new()), None);
+    }
+
+    #[test]
+    fn l5_rejects_repeated_authorization_headers() {
+        let encoded = STANDARD.encode("x-api-key:pr_sandbox_abc");
+        let mut headers = with_auth(&format!("Basic {encoded}"));
+        headers.append(header::AUTHORIZATION, HeaderValue::from_str(&format!("Basic {encoded}")).unwrap());
+        assert_eq!(basic_credentials(&headers), None, "even the same credentials twice");
     }
 }

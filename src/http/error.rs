@@ -29,6 +29,11 @@ pub struct Detail<'a> {
 
 pub const SHOULD_RETRY: &str = "x-should-retry";
 
+/// The error body's bytes, for replies written below the router (the transport's own refusals).
+pub fn body_bytes(code: &str, message: &str, parameter: Option<&str>) -> Vec<u8> {
+    serde_json::to_vec(&Body { errors: Detail { code, message, parameter } }).unwrap_or_default()
+}
+
 impl Error {
     pub fn status(&self) -> StatusCode {
         match self {

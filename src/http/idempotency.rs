@@ -44,6 +44,21 @@ pub fn json_response(status: StatusCode, body: Bytes) -> Response {
     (status, [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response()
 }
 
+/// The `Idempotency-Key` of a POST, if any: one header, well formed (I1); two are ambiguous
+/// and refused like a malformed one (L5).
+fn key_header(headers: &HeaderMap) -> Result<Option<String>, Error> {
+    let mut values = headers.get_all(IDEMPOTENCY_KEY).iter();
+    let Some(value) = values.next() else { return Ok(None) };
+    if values.next().is_some() {
+        return Err(Error::bad_request(
+            "invalid_idempotency_key",
+            "Send one Idempotency-Key header, not several.",
+            Some("Idempotency-Key"),
+        ));
+    }
+    parse_key(value).map(Some)
+}
+
 /// Checks an `Idempotency-Key` value: 1 to 255 visible ASCII characters (I1).
 pub fn parse_key(value: &HeaderValue) -> Result<String, Error> {
     let bytes = value.as_bytes();
@@ -84,12 +99,13 @@ async fn handle(state: AppState, request: Request, next: Next) -> Response {
 
 async fn handle_write(state: AppState, request: Request, next: Next) -> Response {
     // The header counts on POST only; elsewhere it is ignored entirely, even malformed (I7).
-    let key = match request.headers().get(IDEMPOTENCY_KEY) {
-        Some(value) if request.method() == Method::POST => match parse_key(value) {
-            Ok(key) => Some(key),
+    let key = if request.method() == Method::POST {
+        match key_header(request.headers()) {
+            Ok(key) => key,
             Err(err) => return err.into_response(),
-        },
-        _ => None,
+        }
+    } else {
+        None
     };
     let Some(key) = key else {
         return run_gated(state, request, next, None).await;
@@ -322,6 +338,20 @@ mod tests {
         assert!(parse_key(&HeaderValue::from_static("")).is_err());
         assert!(parse_key(&HeaderValue::from_static("has space")).is_err());
         assert!(parse_key(&HeaderValue::from_bytes(b"caf\xc3\xa9").unwrap()).is_err());
+    }
+
+    #[test]
+    fn l5_a_repeated_key_is_refused_like_a_malformed_one() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(key_header(&headers).unwrap(), None);
+        headers.insert(IDEMPOTENCY_KEY, HeaderValue::from_static("a"));
+        assert_eq!(key_header(&headers).unwrap().as_deref(), Some("a"));
+        headers.append(IDEMPOTENCY_KEY, HeaderValue::from_static("a"));
+        let err = key_header(&headers).unwrap_err();
+        assert!(
+            matches!(&err, Error::BadRequest { code: "invalid_idempotency_key", parameter: Some(p), .. } if p == "Idempotency-Key"),
+            "{err:?}"
+        );
     }
 
     /// The layer over two POST routes whose work ends without an answer of its own (one

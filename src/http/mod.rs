@@ -3,8 +3,10 @@
 
 pub mod admin;
 pub mod auth;
+pub mod conn_limit;
 pub mod error;
 pub mod extract;
+pub mod head_errors;
 pub mod idempotency;
 pub mod pagination;
 pub mod rate_limit;
@@ -52,13 +54,18 @@ impl Api {
     /// boxed future, a cloned service and its own allocations on every request): watches the
     /// body (a reply sent before the body was read closes the connection), authenticates
     /// everything under `/api` before routing, so unknown paths there answer 401 rather than
-    /// 404 (A2), and records the request's metrics (K3). Never logs headers: they carry the key.
+    /// 404 (A2), then refuses a body announced over the limit (L5: before any of it is read or
+    /// its idempotency key is claimed), and records the request's metrics (K3). Never logs headers: they carry the key.
     pub async fn handle(&self, request: hyper::Request<hyper::body::Incoming>) -> Response {
         let state = &self.state;
         let started = Instant::now();
         let method = request.method().clone();
         let (mut request, body_read) = unread_body::watch(request.map(Body::new), state.config.body_limit_bytes);
-        let mut response = match auth::authenticate_request(state, &mut request).await {
+        let admitted = match auth::authenticate_request(state, &mut request).await {
+            Ok(()) => within_body_limit(&request, state.config.body_limit_bytes),
+            Err(err) => Err(err),
+        };
+        let mut response = match admitted {
             Ok(()) => self.routes.clone().oneshot(request).await.unwrap_or_else(|never| match never {}),
             Err(err) => err.into_response(),
         };
@@ -70,6 +77,17 @@ impl Api {
         tracing::debug!(%method, %route, status, elapsed_us = elapsed.as_micros() as u64, "request");
         response
     }
+}
+
+/// 413 for a request whose `Content-Length` (as hyper parsed it) exceeds the body limit. A
+/// chunked body announces nothing; reading it stops at the limit instead (`extract::read_body`).
+fn within_body_limit(request: &axum::extract::Request, limit_bytes: usize) -> Result<(), Error> {
+    use hyper::body::Body as _;
+    let announced = request.body().size_hint().lower();
+    if announced > u64::try_from(limit_bytes).unwrap_or(u64::MAX) {
+        return Err(Error::PayloadTooLarge { limit_bytes });
+    }
+    Ok(())
 }
 
 async fn not_found(uri: axum::http::Uri) -> Error {

@@ -1,4 +1,6 @@
-//! The API listener: TLS termination, plain-HTTP rejection, connection limits, graceful shutdown.
+//! The API listener: TLS termination, plain-HTTP rejection, connection limits (global and per
+//! client address, `conn_limit`), the TLS handshake timeout, graceful shutdown. Connections are
+//! served by hyper behind `head_errors`, which gives hyper's own refusals the error body.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -6,12 +8,13 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use super::Api;
+use super::conn_limit::ConnectionLimits;
+use super::head_errors::ErrorBodies;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
 
 /// The first byte of every TLS connection: a handshake record.
@@ -29,15 +32,18 @@ pub struct ListenerOptions {
     /// How long a client may take to send a request's headers (slow senders are cut off).
     pub header_read_timeout: Duration,
     pub connections_max: usize,
+    /// Most connections from one client address (an IPv4 address, an IPv6 /64).
+    pub connections_per_address_max: usize,
 }
 
 /// Serves `app` on `listener` until `shutdown` resolves, then drains open connections.
 pub async fn serve(listener: TcpListener, app: Api, options: ListenerOptions, shutdown: impl Future<Output = ()>) {
     let graceful = GracefulShutdown::new();
-    let permits = Arc::new(Semaphore::new(options.connections_max));
+    let metrics = app.state.metrics.clone();
+    let limits = ConnectionLimits::new(options.connections_max, options.connections_per_address_max, metrics.clone());
     tokio::pin!(shutdown);
     loop {
-        let (stream, _peer) = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(pair) => pair,
                 Err(err) => {
@@ -49,22 +55,30 @@ pub async fn serve(listener: TcpListener, app: Api, options: ListenerOptions, sh
             },
             () = &mut shutdown => break,
         };
-        let Ok(permit) = permits.clone().try_acquire_owned() else {
-            tracing::warn!("connection limit reached; closing a new connection");
-            continue;
+        // Over a cap: dropped here, so closed at once, before any TLS work (SPEC T4).
+        let slot = match limits.admit(peer.ip()) {
+            Ok(slot) => slot,
+            Err(why) => {
+                // Debug, not warn: a flood would otherwise flood the log; /metrics counts them.
+                tracing::debug!(reason = why.label(), "connection cap reached; closed a new connection");
+                continue;
+            }
         };
         let _ = stream.set_nodelay(true);
         let app = app.clone();
         let options = options.clone();
         let watcher = graceful.watcher();
+        let metrics = metrics.clone();
         tokio::spawn(async move {
-            let _permit = permit;
+            let _slot = slot;
             match &options.tls {
-                None => serve_connection(TokioIo::new(stream), app, watcher, options.header_read_timeout).await,
+                None => serve_connection(ErrorBodies::new(stream), app, watcher, options.header_read_timeout).await,
                 Some(acceptor) => {
-                    let handshake = tokio::time::timeout(options.handshake_timeout, accept_tls(acceptor, stream)).await;
-                    if let Ok(Some(tls)) = handshake {
-                        serve_connection(TokioIo::new(tls), app, watcher, options.header_read_timeout).await;
+                    // Covers a client that never sends a byte, as well as a slow handshake.
+                    match tokio::time::timeout(options.handshake_timeout, accept_tls(acceptor, stream)).await {
+                        Ok(Some(tls)) => serve_connection(ErrorBodies::new(tls), app, watcher, options.header_read_timeout).await,
+                        Ok(None) => {}
+                        Err(_) => metrics.handshake_timed_out(),
                     }
                 }
             }
@@ -76,7 +90,7 @@ pub async fn serve(listener: TcpListener, app: Api, options: ListenerOptions, sh
     }
 }
 
-async fn serve_connection<S>(io: TokioIo<S>, app: Api, watcher: hyper_util::server::graceful::Watcher, header_read_timeout: Duration)
+async fn serve_connection<S>(io: ErrorBodies<S>, app: Api, watcher: hyper_util::server::graceful::Watcher, header_read_timeout: Duration)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -96,7 +110,7 @@ where
     // Large or numerous headers are refused (431; hyper's own limit of 100 header lines, whose
     // array lives on the stack: setting a lower one copies a heap-sized array per request);
     // slow senders of headers are cut off below.
-    let connection = hyper::server::conn::http1::Builder::new().max_buf_size(HEADER_BYTES_MAX).serve_connection(io, service);
+    let connection = hyper::server::conn::http1::Builder::new().max_buf_size(HEADER_BYTES_MAX).serve_connection(TokioIo::new(io), service);
     tokio::select! {
         served = watcher.watch(connection) => {
             if let Err(err) = served {
