@@ -136,6 +136,35 @@ impl KeyHasher {
     }
 }
 
+/// A 256-bit secret derived from the pepper for one purpose: every instance sharing the database
+/// derives the same one without storing anything new, and it reveals nothing of the pepper.
+#[derive(Clone)]
+pub struct DerivedKey([u8; 32]);
+
+impl DerivedKey {
+    pub fn expose(&self) -> &[u8; 32] {
+        &self.0
+    }
+}
+
+impl fmt::Debug for DerivedKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("DerivedKey(<redacted>)")
+    }
+}
+
+/// What the list cursor key is derived for (SPEC L6). A new label gives an unrelated key.
+pub const LIST_CURSOR_KEY_LABEL: &str = "payrail list cursor v2";
+
+impl KeyHasher {
+    /// `HMAC-SHA256(pepper, label)`: a key for `label`'s purpose, never the pepper itself.
+    pub fn derive(&self, label: &str) -> DerivedKey {
+        let mut mac = self.keyed.clone();
+        mac.update(label.as_bytes());
+        DerivedKey(mac.finalize().into_bytes().into())
+    }
+}
+
 impl fmt::Debug for KeyHasher {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("KeyHasher(<redacted>)")
@@ -274,6 +303,17 @@ mod tests {
         let unrelated = ApiKey::new("ci".into(), Mode::Sandbox, "default".into(), now);
         assert_ne!(unrelated.idempotency_scope, first.idempotency_scope, "unrelated keys of one organization stay independent");
         assert!(!serde_json::to_string(&third).unwrap().contains("idempotency_scope"), "never shown");
+    }
+
+    #[test]
+    fn l6_derived_keys_depend_on_pepper_and_label_and_hide_the_pepper() {
+        let hasher = KeyHasher::new(vec![1; 32]);
+        let key = hasher.derive(LIST_CURSOR_KEY_LABEL);
+        assert_eq!(key.expose(), KeyHasher::new(vec![1; 32]).derive(LIST_CURSOR_KEY_LABEL).expose(), "every instance derives the same");
+        assert_ne!(key.expose(), hasher.derive("another purpose").expose());
+        assert_ne!(key.expose(), KeyHasher::new(vec![2; 32]).derive(LIST_CURSOR_KEY_LABEL).expose());
+        assert_ne!(&key.expose()[..], &[1u8; 32][..]);
+        assert!(!format!("{key:?}").contains('1'));
     }
 
     #[test]
