@@ -5,7 +5,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 
 use super::{MetadataParams, PageParams};
-use super::{created_json, listed, no_content, ok_json, page_spec, param};
+use super::{created_json, no_content, ok_json, param};
 use crate::app::AppState;
 use crate::app::WriteContext;
 use crate::domain::counterparty::{self, Counterparty, CounterpartyFilter, CounterpartyInput, CounterpartyPatch};
@@ -13,6 +13,7 @@ use crate::domain::listing::time_bound;
 use crate::error::Error;
 use crate::http::auth::Principal;
 use crate::http::extract::{JsonBody, PathId, QueryParams};
+use crate::http::pagination::Paging;
 
 #[utoipa::path(
     post,
@@ -66,9 +67,9 @@ pub async fn retrieve(State(state): State<AppState>, principal: Principal, PathI
         (status = 200, description = "A page of counterparties, newest first.", body = [Counterparty]),
     ),
 )]
-pub async fn list(State(state): State<AppState>, principal: Principal, query: QueryParams) -> Result<Response, Error> {
+pub async fn list(State(state): State<AppState>, principal: Principal, paging: Paging, query: QueryParams) -> Result<Response, Error> {
     let scope = principal.scope();
-    let spec = page_spec(&query)?;
+    let spec = paging.spec;
     let filter = CounterpartyFilter {
         name: param(&query, "name"),
         email: param(&query, "email"),
@@ -77,7 +78,7 @@ pub async fn list(State(state): State<AppState>, principal: Principal, query: Qu
         created_from: time_bound("created_at_lower_bound", query.get("created_at_lower_bound"), false)?,
         created_to: time_bound("created_at_upper_bound", query.get("created_at_upper_bound"), true)?,
     };
-    Ok(listed(counterparty::list(&state.ctx(&scope), &filter, spec).await?, spec))
+    Ok(paging.reply(counterparty::list(&state.ctx(&scope), &filter, spec).await?))
 }
 
 #[utoipa::path(

@@ -4,13 +4,14 @@ use axum::extract::State;
 use axum::response::Response;
 
 use super::PageParams;
-use super::{listed, ok_json, page_spec, param};
+use super::{ok_json, param};
 use crate::app::AppState;
 use crate::domain::event::{self, EventDoc, EventFilter};
 use crate::domain::listing::time_bound;
 use crate::error::Error;
 use crate::http::auth::Principal;
 use crate::http::extract::{PathId, QueryParams};
+use crate::http::pagination::Paging;
 
 #[utoipa::path(
     get,
@@ -42,9 +43,9 @@ pub async fn retrieve(State(state): State<AppState>, principal: Principal, PathI
         (status = 200, description = "A page of events, newest first.", body = [EventDoc]),
     ),
 )]
-pub async fn list(State(state): State<AppState>, principal: Principal, query: QueryParams) -> Result<Response, Error> {
+pub async fn list(State(state): State<AppState>, principal: Principal, paging: Paging, query: QueryParams) -> Result<Response, Error> {
     let scope = principal.scope();
-    let spec = page_spec(&query)?;
+    let spec = paging.spec;
     let filter = EventFilter {
         resource: param(&query, "resource"),
         event_name: param(&query, "event_name"),
@@ -52,5 +53,5 @@ pub async fn list(State(state): State<AppState>, principal: Principal, query: Qu
         event_time_start: time_bound("event_time_start", query.get("event_time_start"), false)?,
         event_time_end: time_bound("event_time_end", query.get("event_time_end"), true)?,
     };
-    Ok(listed(event::list(&state.ctx(&scope), &filter, spec).await?, spec))
+    Ok(paging.reply(event::list(&state.ctx(&scope), &filter, spec).await?))
 }

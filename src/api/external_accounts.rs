@@ -5,13 +5,14 @@ use axum::http::StatusCode;
 use axum::response::Response;
 
 use super::{MetadataParams, PageParams};
-use super::{created_json, listed, no_content, ok_json, page_spec, param};
+use super::{created_json, no_content, ok_json, param};
 use crate::app::AppState;
 use crate::app::WriteContext;
 use crate::domain::external_account::{self, ExternalAccount, ExternalAccountFilter, ExternalAccountInput, ExternalAccountPatch};
 use crate::error::Error;
 use crate::http::auth::Principal;
 use crate::http::extract::{JsonBody, PathId, QueryParams};
+use crate::http::pagination::Paging;
 
 #[utoipa::path(
     post,
@@ -61,16 +62,16 @@ pub async fn retrieve(State(state): State<AppState>, principal: Principal, PathI
         (status = 200, description = "A page of external accounts, newest first.", body = [ExternalAccount]),
     ),
 )]
-pub async fn list(State(state): State<AppState>, principal: Principal, query: QueryParams) -> Result<Response, Error> {
+pub async fn list(State(state): State<AppState>, principal: Principal, paging: Paging, query: QueryParams) -> Result<Response, Error> {
     let scope = principal.scope();
-    let spec = page_spec(&query)?;
+    let spec = paging.spec;
     let filter = ExternalAccountFilter {
         counterparty_id: param(&query, "counterparty_id"),
         party_name: param(&query, "party_name"),
         external_id: param(&query, "external_id"),
         metadata: query.metadata(),
     };
-    Ok(listed(external_account::list(&state.ctx(&scope), &filter, spec).await?, spec))
+    Ok(paging.reply(external_account::list(&state.ctx(&scope), &filter, spec).await?))
 }
 
 #[utoipa::path(

@@ -5,13 +5,14 @@ use axum::http::StatusCode;
 use axum::response::Response;
 
 use super::{MetadataParams, PageParams};
-use super::{created_json, listed, ok_json, page_spec, param};
+use super::{created_json, ok_json, param};
 use crate::app::AppState;
 use crate::app::WriteContext;
 use crate::domain::internal_account::{self, InternalAccount, InternalAccountFilter, InternalAccountInput, InternalAccountPatch};
 use crate::error::Error;
 use crate::http::auth::Principal;
 use crate::http::extract::{JsonBody, PathId, QueryParams};
+use crate::http::pagination::Paging;
 
 #[utoipa::path(
     post,
@@ -64,9 +65,9 @@ pub async fn retrieve(State(state): State<AppState>, principal: Principal, PathI
         (status = 200, description = "A page of internal accounts, newest first.", body = [InternalAccount]),
     ),
 )]
-pub async fn list(State(state): State<AppState>, principal: Principal, query: QueryParams) -> Result<Response, Error> {
+pub async fn list(State(state): State<AppState>, principal: Principal, paging: Paging, query: QueryParams) -> Result<Response, Error> {
     let scope = principal.scope();
-    let spec = page_spec(&query)?;
+    let spec = paging.spec;
     let filter = InternalAccountFilter {
         counterparty_id: param(&query, "counterparty_id"),
         currency: param(&query, "currency"),
@@ -76,7 +77,7 @@ pub async fn list(State(state): State<AppState>, principal: Principal, query: Qu
         payment_direction: param(&query, "payment_direction"),
         metadata: query.metadata(),
     };
-    Ok(listed(internal_account::list(&state.ctx(&scope), &filter, spec).await?, spec))
+    Ok(paging.reply(internal_account::list(&state.ctx(&scope), &filter, spec).await?))
 }
 
 #[utoipa::path(

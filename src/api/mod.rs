@@ -17,11 +17,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
 use crate::app::AppState;
-use crate::domain::listing::{ListedPage, PageSpec};
-use crate::error::Error;
 use crate::http::extract::QueryParams;
 use crate::http::idempotency::json_response;
-use crate::http::pagination::{PageRequest, page_response};
 
 /// Every API route, under `/api` (spelled out rather than nested: a nested router costs every
 /// request a second routing pass and a rewritten URI).
@@ -67,16 +64,6 @@ pub struct MetadataParams {
     /// Only items whose metadata has each of these key-value pairs.
     #[param(style = DeepObject, explode)]
     pub metadata: Option<std::collections::BTreeMap<String, String>>,
-}
-
-/// The page a list request asks for.
-fn page_spec(query: &QueryParams) -> Result<PageSpec, Error> {
-    let page = PageRequest::from_query(query)?;
-    Ok(PageSpec { per_page: page.per_page, after_seq: page.after_seq })
-}
-
-fn listed(page: ListedPage, spec: PageSpec) -> Response {
-    page_response(page.json, spec.per_page, page.next_seq)
 }
 
 fn ok_json(json: String) -> Response {

@@ -5,7 +5,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 
 use super::{MetadataParams, PageParams};
-use super::{created_json, listed, ok_json, page_spec, param};
+use super::{created_json, ok_json, param};
 use crate::app::AppState;
 use crate::app::WriteContext;
 use crate::domain::listing::time_bound;
@@ -14,6 +14,7 @@ use crate::domain::payment_order::{PaymentOrder, PaymentOrderInput, PaymentOrder
 use crate::error::Error;
 use crate::http::auth::Principal;
 use crate::http::extract::{JsonBody, PathId, QueryParams};
+use crate::http::pagination::Paging;
 
 #[utoipa::path(
     post,
@@ -77,9 +78,9 @@ pub async fn retrieve(State(state): State<AppState>, principal: Principal, PathI
         (status = 200, description = "A page of payment orders, newest first.", body = [PaymentOrder]),
     ),
 )]
-pub async fn list(State(state): State<AppState>, principal: Principal, query: QueryParams) -> Result<Response, Error> {
+pub async fn list(State(state): State<AppState>, principal: Principal, paging: Paging, query: QueryParams) -> Result<Response, Error> {
     let scope = principal.scope();
-    let spec = page_spec(&query)?;
+    let spec = paging.spec;
     let filter = PaymentOrderFilter {
         payment_type: param(&query, "type"),
         priority: param(&query, "priority"),
@@ -98,7 +99,7 @@ pub async fn list(State(state): State<AppState>, principal: Principal, query: Qu
         process_after_end: time_bound("process_after_end", query.get("process_after_end"), true)?,
         metadata: query.metadata(),
     };
-    Ok(listed(ops::list(&state.ctx(&scope), &filter, spec).await?, spec))
+    Ok(paging.reply(ops::list(&state.ctx(&scope), &filter, spec).await?))
 }
 
 #[utoipa::path(

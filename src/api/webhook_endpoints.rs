@@ -7,7 +7,7 @@ use axum::http::request::Parts;
 use axum::response::Response;
 
 use super::PageParams;
-use super::{created_json, listed, no_content, ok_json, page_spec, param};
+use super::{created_json, no_content, ok_json, param};
 use crate::app::AppState;
 use crate::app::WriteContext;
 use crate::domain::webhook::{self, CreatedEndpoint, EndpointInput, WebhookEndpoint};
@@ -15,6 +15,7 @@ use crate::domain::webhook_delivery::{self, Delivery};
 use crate::error::Error;
 use crate::http::auth::Principal;
 use crate::http::extract::{JsonBody, PathId, QueryParams};
+use crate::http::pagination::Paging;
 
 /// `{id}` and `{delivery_id}` of a delivery's path.
 pub struct DeliveryPath {
@@ -80,10 +81,10 @@ pub async fn retrieve(State(state): State<AppState>, principal: Principal, PathI
         (status = 200, description = "A page of endpoints, newest first.", body = [WebhookEndpoint]),
     ),
 )]
-pub async fn list(State(state): State<AppState>, principal: Principal, query: QueryParams) -> Result<Response, Error> {
+pub async fn list(State(state): State<AppState>, principal: Principal, paging: Paging) -> Result<Response, Error> {
     let scope = principal.scope();
-    let spec = page_spec(&query)?;
-    Ok(listed(webhook::list(&state.ctx(&scope), spec).await?, spec))
+    let spec = paging.spec;
+    Ok(paging.reply(webhook::list(&state.ctx(&scope), spec).await?))
 }
 
 #[utoipa::path(
@@ -123,12 +124,13 @@ pub async fn deliveries(
     State(state): State<AppState>,
     principal: Principal,
     PathId(id): PathId,
+    paging: Paging,
     query: QueryParams,
 ) -> Result<Response, Error> {
     let scope = principal.scope();
-    let spec = page_spec(&query)?;
+    let spec = paging.spec;
     let status = param(&query, "status");
-    Ok(listed(webhook_delivery::list(&state.ctx(&scope), &id, status.as_deref(), spec).await?, spec))
+    Ok(paging.reply(webhook_delivery::list(&state.ctx(&scope), &id, status.as_deref(), spec).await?))
 }
 
 #[utoipa::path(

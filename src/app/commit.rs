@@ -24,11 +24,11 @@ pub struct WriteContext {
     pub(crate) stored: Arc<AtomicBool>,
 }
 
-/// Where a request's reply is kept: its API key's scope, its idempotency key, and the request's
-/// fingerprint for strict mode (I11).
+/// Where a request's reply is kept: its API key's idempotency scope (shared along a chain of
+/// rolled keys, I2), its idempotency key, and the request's fingerprint for strict mode (I11).
 #[derive(Debug, Clone)]
 pub(crate) struct ReplyTarget {
-    pub(crate) api_key_id: String,
+    pub(crate) scope_id: String,
     pub(crate) key: String,
     pub(crate) fingerprint: [u8; 32],
 }
@@ -55,7 +55,7 @@ impl AppState {
     fn stored_reply(&self, target: &ReplyTarget, status: u16, body: Bytes) -> StoredReply {
         let now = self.clock.now();
         StoredReply {
-            api_key_id: target.api_key_id.clone(),
+            api_key_id: target.scope_id.clone(),
             key: target.key.clone(),
             status,
             content_type: "application/json".into(),

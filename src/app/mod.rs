@@ -9,6 +9,7 @@ pub mod rate_limit;
 
 use std::sync::Arc;
 
+use crate::base::api_key::{DerivedKey, LIST_CURSOR_KEY_LABEL};
 use crate::config::Config;
 use crate::domain::Ctx;
 use crate::domain::api_key::Scope;
@@ -28,16 +29,20 @@ pub struct Shared {
     pub config: Arc<Config>,
     pub metrics: Arc<metrics::Metrics>,
     pub rate_limiter: Arc<rate_limit::RateLimiter>,
+    /// Seals list cursors (SPEC L6): derived from the key pepper, so every instance on one
+    /// database shares it with nothing new stored.
+    pub list_cursor_key: DerivedKey,
 }
 
 impl AppState {
     /// The state a server runs with: its clock and rate limits come from its configuration.
     pub fn serving(store: Arc<dyn Store>, config: Arc<Config>) -> Self {
         AppState(Arc::new(Shared {
-            store,
             clock: config.clock.clone(),
             metrics: Arc::default(),
             rate_limiter: Arc::new(rate_limit::RateLimiter::new(config.rate_limit_per_sec, config.rate_limit_burst)),
+            list_cursor_key: store.key_hasher().derive(LIST_CURSOR_KEY_LABEL),
+            store,
             config,
         }))
     }

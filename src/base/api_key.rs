@@ -136,6 +136,35 @@ impl KeyHasher {
     }
 }
 
+/// A 256-bit secret derived from the pepper for one purpose: every instance sharing the database
+/// derives the same one without storing anything new, and it reveals nothing of the pepper.
+#[derive(Clone)]
+pub struct DerivedKey([u8; 32]);
+
+impl DerivedKey {
+    pub fn expose(&self) -> &[u8; 32] {
+        &self.0
+    }
+}
+
+impl fmt::Debug for DerivedKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("DerivedKey(<redacted>)")
+    }
+}
+
+/// What the list cursor key is derived for (SPEC L6). A new label gives an unrelated key.
+pub const LIST_CURSOR_KEY_LABEL: &str = "payrail list cursor v2";
+
+impl KeyHasher {
+    /// `HMAC-SHA256(pepper, label)`: a key for `label`'s purpose, never the pepper itself.
+    pub fn derive(&self, label: &str) -> DerivedKey {
+        let mut mac = self.keyed.clone();
+        mac.update(label.as_bytes());
+        DerivedKey(mac.finalize().into_bytes().into())
+    }
+}
+
 impl fmt::Debug for KeyHasher {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("KeyHasher(<redacted>)")
@@ -156,6 +185,12 @@ pub struct ApiKey {
     pub expires_at: Option<Timestamp>,
     pub decommissioned: bool,
     pub decommissioned_at: Option<Timestamp>,
+    /// Whose idempotency keys this key shares (SPEC I2): its own id, or, for a key made by
+    /// [`ApiKey::roll`], its predecessor's scope, so a whole chain of rolls shares the first
+    /// key's. Claims and stored replies are keyed by it. Never shown: it is an internal id.
+    #[serde(skip)]
+    #[schema(ignore)]
+    pub idempotency_scope: String,
 }
 
 /// Whether a key may be used now.
@@ -168,8 +203,10 @@ pub enum KeyState {
 
 impl ApiKey {
     pub fn new(name: String, mode: Mode, organization_id: String, now: Timestamp) -> Self {
+        let id = uuid::Uuid::new_v4().to_string();
         ApiKey {
-            id: uuid::Uuid::new_v4().to_string(),
+            idempotency_scope: id.clone(),
+            id,
             object: "api_key",
             name,
             live_mode: mode.is_live(),
@@ -205,7 +242,9 @@ impl ApiKey {
         if self.state(now) != KeyState::Active {
             return Err(Error::invalid("id", "only an active key can be rolled"));
         }
-        let successor = ApiKey::new(self.name.clone(), self.mode(), self.organization_id.clone(), now);
+        let mut successor = ApiKey::new(self.name.clone(), self.mode(), self.organization_id.clone(), now);
+        // A retry sent with the new key must replay what the old one stored (I2).
+        successor.idempotency_scope = self.idempotency_scope.clone();
         let mut old = self.clone();
         old.expires_at = Some(now.plus_secs(grace_secs.max(0)));
         old.updated_at = now;
@@ -250,6 +289,31 @@ mod tests {
         assert_eq!(old.state(now.plus_secs(59)), KeyState::Active);
         assert_eq!(old.state(now.plus_secs(60)), KeyState::Expired);
         assert_eq!(key.revoke(now).state(now), KeyState::Revoked);
+    }
+
+    #[test]
+    fn i2_a_chain_of_rolls_keeps_the_first_keys_idempotency_scope() {
+        let now = Timestamp::from_micros(1_000_000_000);
+        let first = ApiKey::new("ci".into(), Mode::Sandbox, "default".into(), now);
+        assert_eq!(first.idempotency_scope, first.id, "a new key's scope is its own id");
+        let (second, _) = first.roll(60, now).unwrap();
+        let (third, _) = second.roll(60, now).unwrap();
+        assert_ne!(third.id, first.id);
+        assert_eq!((second.idempotency_scope.as_str(), third.idempotency_scope.as_str()), (first.id.as_str(), first.id.as_str()));
+        let unrelated = ApiKey::new("ci".into(), Mode::Sandbox, "default".into(), now);
+        assert_ne!(unrelated.idempotency_scope, first.idempotency_scope, "unrelated keys of one organization stay independent");
+        assert!(!serde_json::to_string(&third).unwrap().contains("idempotency_scope"), "never shown");
+    }
+
+    #[test]
+    fn l6_derived_keys_depend_on_pepper_and_label_and_hide_the_pepper() {
+        let hasher = KeyHasher::new(vec![1; 32]);
+        let key = hasher.derive(LIST_CURSOR_KEY_LABEL);
+        assert_eq!(key.expose(), KeyHasher::new(vec![1; 32]).derive(LIST_CURSOR_KEY_LABEL).expose(), "every instance derives the same");
+        assert_ne!(key.expose(), hasher.derive("another purpose").expose());
+        assert_ne!(key.expose(), KeyHasher::new(vec![2; 32]).derive(LIST_CURSOR_KEY_LABEL).expose());
+        assert_ne!(&key.expose()[..], &[1u8; 32][..]);
+        assert!(!format!("{key:?}").contains('1'));
     }
 
     #[test]

@@ -206,6 +206,15 @@ pub async fn create(ctx: &Ctx<'_>, commit: &dyn Commit, input: &CounterpartyInpu
     let doc = counterparty.stored_json()?;
     batch.push(Write::Insert(counterparty.record_as(ctx.scope, doc.clone())));
     for (i, account_input) in input.accounts.iter().enumerate() {
+        // An account made inside a counterparty belongs to it: any other id there names
+        // nothing the caller can see yet, and is refused rather than dropped (SPEC E2).
+        if account_input.counterparty_id.as_ref().is_some_and(Option::is_some) {
+            let param = format!("accounts[{i}].counterparty_id");
+            return Err(Error::invalid(
+                param.clone(),
+                format!("{param} must be left out: the account belongs to the counterparty it is created in"),
+            ));
+        }
         let account = account_input.build(&format!("accounts[{i}]"), Some(counterparty.id.clone()), counterparty.name.as_deref(), stamp)?;
         let json = external_account::stage_create(&mut batch, ctx, &account)?;
         counterparty.accounts.push(external_account::embedded(&json)?);

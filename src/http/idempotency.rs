@@ -1,6 +1,7 @@
 //! The idempotency layer (SPEC I1-I8, I11) and the commit gate every write runs behind.
 //!
-//! For a POST with `Idempotency-Key`, the key is claimed as soon as the headers are in, before
+//! For a POST with `Idempotency-Key`, the key is claimed (in the API key's idempotency scope,
+//! which a rolled key shares with its predecessor: I2) as soon as the headers are in, before
 //! the body is read, so a request still uploading is already in flight (I6). The handler then
 //! runs in its own task: a client that disconnects cannot cancel it halfway. Its effects, events
 //! and the reply bytes commit in one transaction through `AppState::commit_reply` (`app::commit`) (I3, I8);
@@ -114,7 +115,9 @@ async fn handle_write(state: AppState, request: Request, next: Next) -> Response
         return Error::internal("idempotency layer ran before authentication").into_response();
     };
     let now = state.clock.now();
-    match state.store.claim(&principal.key.id, &key, now, state.config.idempotency_lease_ms).await {
+    // Keyed by the key's idempotency scope, not its id: a rolled key's successor shares its
+    // predecessor's claims and replies (I2).
+    match state.store.claim(&principal.key.idempotency_scope, &key, now, state.config.idempotency_lease_ms).await {
         Err(err) => err.into_response(),
         Ok(Claim::InFlight) => in_flight().into_response(),
         Ok(Claim::Replay(reply)) => replay(&state, request, reply).await,
@@ -291,7 +294,7 @@ async fn execute_claimed(
         Some(token) => {
             let bytes = read_body(body, state.config.body_limit_bytes).await?;
             let target = ReplyTarget {
-                api_key_id: token.api_key_id.clone(),
+                scope_id: token.api_key_id.clone(),
                 key: token.key.clone(),
                 fingerprint: fingerprint(&parts.method, &parts.uri, &bytes),
             };
@@ -395,7 +398,7 @@ mod tests {
             request.extensions_mut().insert(principal.clone());
             let response = api.clone().oneshot(request).await.unwrap();
             assert_eq!(response.status(), status, "{path}");
-            let claim = state.store.claim(&principal.key.id, path, state.clock.now(), 10_000).await.expect("claim");
+            let claim = state.store.claim(&principal.key.idempotency_scope, path, state.clock.now(), 10_000).await.expect("claim");
             assert!(matches!(claim, Claim::Acquired(_)), "{path}: the retry must run afresh, got {claim:?}");
         }
     }

@@ -144,6 +144,7 @@ mod tests {
             expires_at: None,
             decommissioned: false,
             decommissioned_at: None,
+            idempotency_scope: id.into(),
         };
         (Arc::new(key), KeyHash([7; 32]))
     }

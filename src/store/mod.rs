@@ -63,6 +63,8 @@ pub struct StoredObject {
 /// A reply kept for replay under an idempotency key (SPEC I3, I4).
 #[derive(Debug, Clone)]
 pub struct StoredReply {
+    /// The API key's idempotency scope (`ApiKey::idempotency_scope`: the key's own id unless it
+    /// was made by a roll, I2). Named, and stored in a column named, for what it was before.
     pub api_key_id: String,
     pub key: String,
     pub status: u16,
@@ -239,6 +241,7 @@ pub enum Claim {
 /// Proof of ownership of `(api_key_id, key)` while a request is in flight.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClaimToken {
+    /// The idempotency scope the key is claimed in (as [`StoredReply::api_key_id`]).
     pub api_key_id: String,
     pub key: String,
     pub nonce: u64,
@@ -269,7 +272,7 @@ pub trait Store: Send + Sync + 'static {
 
     fn key_hasher(&self) -> &KeyHasher;
 
-    /// Claims `(api_key_id, key)`: replays a stored success, refuses while another request holds
+    /// Claims `(api_key_id, key)`, `api_key_id` being the API key's idempotency scope: replays a stored success, refuses while another request holds
     /// it, or grants it for `lease_ms` (after which a crashed owner no longer blocks it, I8).
     async fn claim(&self, api_key_id: &str, key: &str, now: Timestamp, lease_ms: u64) -> Result<Claim>;
 

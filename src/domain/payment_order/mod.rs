@@ -175,6 +175,9 @@ pub struct PaymentOrderInput {
     #[schema(format = "uuid")]
     pub receiving_account_id: Option<String>,
     pub receiving_account: Option<ExternalAccountInput>,
+    /// The counterparty that owns the receiving account (422 if it names another, SPEC E2).
+    #[schema(format = "uuid")]
+    pub counterparty_id: Option<String>,
     #[schema(schema_with = schema::currency_or_null)]
     pub currency: Option<String>,
     #[schema(schema_with = schema::date_or_null)]

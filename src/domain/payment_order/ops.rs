@@ -12,7 +12,7 @@ use crate::domain::common::{Stamp, new_id};
 use crate::domain::listing::{self, ListedPage, PageSpec};
 use crate::domain::time::Timestamp;
 use crate::domain::validate::{self, TEXT_LEN_MAX};
-use crate::domain::{Commit, Ctx, enums, event, external_account, internal_account, retry_on_conflict};
+use crate::domain::{Commit, Ctx, counterparty, enums, event, external_account, internal_account, retry_on_conflict};
 use crate::error::{Error, Result};
 use crate::store::{Filter, ObjectRecord, StoredObject, Write, WriteBatch};
 
@@ -99,31 +99,63 @@ struct Receiving {
     counterparty_id: Option<String>,
 }
 
+/// Where the money goes, and the counterparty the order is linked to (SPEC E2). A
+/// `counterparty_id` in the body must name a counterparty the caller can see, and the one that
+/// owns the receiving account: naming another is refused rather than recorded beside an account
+/// it does not own. An inline account is created under it (or under its own `counterparty_id`).
 async fn receiving(ctx: &Ctx<'_>, batch: &mut WriteBatch, input: &PaymentOrderInput, payment_type: &str) -> Result<Receiving> {
-    match (&input.receiving_account_id, &input.receiving_account) {
-        (Some(_), Some(_)) => Err(Error::invalid("receiving_account_id", "give exactly one of receiving_account_id or receiving_account")),
-        (None, None) => Err(Error::missing("receiving_account_id")),
-        (None, Some(inline)) => {
-            let stamp = Stamp { live_mode: ctx.scope.live_mode, now: ctx.now };
-            let account = inline.build("receiving_account", None, None, stamp)?;
-            external_account::stage_create(batch, ctx, &account)?;
-            Ok(Receiving { id: account.id, account_type: external_account::KIND, counterparty_id: None })
+    let named = match &input.counterparty_id {
+        Some(id) => Some(counterparty::require(ctx, batch, id, "counterparty_id").await?),
+        None => None,
+    };
+    let receiving = match (&input.receiving_account_id, &input.receiving_account) {
+        (Some(_), Some(_)) => {
+            return Err(Error::invalid("receiving_account_id", "give exactly one of receiving_account_id or receiving_account"));
         }
-        (Some(id), None) => {
-            let unknown = || Error::invalid("receiving_account_id", "receiving_account_id does not name an existing account");
-            if let Some(found) = ctx.store.get(external_account::KIND, ctx.scope, id).await? {
-                let counterparty_id = external_account_counterparty(&found)?;
-                require(batch, ctx, external_account::KIND, id, "receiving_account_id");
-                return Ok(Receiving { id: id.clone(), account_type: external_account::KIND, counterparty_id });
-            }
-            // Book transfers move money between the organization's own accounts.
-            if payment_type == "book" && ctx.store.get(internal_account::KIND, ctx.scope, id).await?.is_some() {
-                require(batch, ctx, internal_account::KIND, id, "receiving_account_id");
-                return Ok(Receiving { id: id.clone(), account_type: internal_account::KIND, counterparty_id: None });
-            }
-            Err(unknown())
-        }
+        (None, None) => return Err(Error::missing("receiving_account_id")),
+        (None, Some(inline)) => receiving_inline(ctx, batch, inline, named.as_ref()).await?,
+        (Some(id), None) => receiving_by_id(ctx, batch, id, payment_type).await?,
+    };
+    if let Some(named) = &named
+        && receiving.counterparty_id.as_deref() != Some(named.id.as_str())
+    {
+        return Err(Error::invalid("counterparty_id", "counterparty_id must name the counterparty that owns the receiving account"));
     }
+    Ok(receiving)
+}
+
+/// An account created with the order, under the counterparty it names or the order names.
+async fn receiving_inline(
+    ctx: &Ctx<'_>,
+    batch: &mut WriteBatch,
+    inline: &external_account::ExternalAccountInput,
+    named: Option<&counterparty::Counterparty>,
+) -> Result<Receiving> {
+    let owner = match inline.counterparty_id.clone().flatten() {
+        Some(id) => Some(counterparty::require(ctx, batch, &id, "receiving_account.counterparty_id").await?),
+        None => named.cloned(),
+    };
+    let stamp = Stamp { live_mode: ctx.scope.live_mode, now: ctx.now };
+    let owner_id = owner.as_ref().map(|o| o.id.clone());
+    let account = inline.build("receiving_account", owner_id.clone(), owner.as_ref().and_then(|o| o.name.as_deref()), stamp)?;
+    external_account::stage_create(batch, ctx, &account)?;
+    Ok(Receiving { id: account.id, account_type: external_account::KIND, counterparty_id: owner_id })
+}
+
+/// An existing account: one of the caller's external accounts, or for a book transfer one of its
+/// internal accounts; anything else is a 422 naming `receiving_account_id`.
+async fn receiving_by_id(ctx: &Ctx<'_>, batch: &mut WriteBatch, id: &str, payment_type: &str) -> Result<Receiving> {
+    if let Some(found) = ctx.store.get(external_account::KIND, ctx.scope, id).await? {
+        let counterparty_id = external_account_counterparty(&found)?;
+        require(batch, ctx, external_account::KIND, id, "receiving_account_id");
+        return Ok(Receiving { id: id.to_owned(), account_type: external_account::KIND, counterparty_id });
+    }
+    // Book transfers move money between the organization's own accounts.
+    if payment_type == "book" && ctx.store.get(internal_account::KIND, ctx.scope, id).await?.is_some() {
+        require(batch, ctx, internal_account::KIND, id, "receiving_account_id");
+        return Ok(Receiving { id: id.to_owned(), account_type: internal_account::KIND, counterparty_id: None });
+    }
+    Err(Error::invalid("receiving_account_id", "receiving_account_id does not name an existing account"))
 }
 
 fn external_account_counterparty(found: &StoredObject) -> Result<Option<String>> {

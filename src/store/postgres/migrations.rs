@@ -12,6 +12,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (5, include_str!("migrations/0005_drop_unused_page_index.sql")),
     (6, include_str!("migrations/0006_key_epoch.sql")),
     (7, include_str!("migrations/0007_terms_without_foreign_key.sql")),
+    (8, include_str!("migrations/0008_idempotency_scope.sql")),
 ];
 /// Arbitrary but fixed: the advisory lock every Payrail instance takes to migrate.
 const MIGRATION_LOCK_ID: i64 = 0x7061_7972_6169_6c00;

@@ -73,8 +73,9 @@ const DELETE_CHILDREN: &str = "WITH gone AS (
 // KEY SHARE locks the row until commit: a concurrent delete waits for us.
 const REQUIRE: &str = "SELECT 1 FROM objects WHERE id = $1 AND kind = $2 AND org_id = $3 AND live_mode = $4 FOR KEY SHARE";
 const INSERT_API_KEY: &str =
-    "INSERT INTO api_keys (id, key_hash, name, organization_id, live_mode, created_at, updated_at, expires_at, decommissioned_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)";
+    "INSERT INTO api_keys (id, key_hash, name, organization_id, live_mode, created_at, updated_at, expires_at, decommissioned_at,
+       idempotency_scope)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
 const UPDATE_API_KEY: &str = "UPDATE api_keys SET name = $2, updated_at = $3, expires_at = $4, decommissioned_at = $5 WHERE id = $1";
 const SAVE_REPLY: &str =
     "INSERT INTO idempotency_replies (api_key_id, key, status, content_type, body, fingerprint, created_at, expires_at)
@@ -145,6 +146,7 @@ async fn apply(tx: &Transaction<'_>, write: &Write) -> Result<()> {
                     &key.updated_at.as_micros(),
                     &key.expires_at.map(|t| t.as_micros()),
                     &key.decommissioned_at.map(|t| t.as_micros()),
+                    &key.idempotency_scope,
                 ],
             )
             .await

@@ -9,7 +9,11 @@ enum Step {
 }
 
 /// `(version, step)`, oldest first. Never edit a released migration: add a new one.
-const MIGRATIONS: &[(i64, Step)] = &[(1, Step::Sql(include_str!("migrations/0001_init.sql"))), (2, Step::Code(replies_into_slots))];
+const MIGRATIONS: &[(i64, Step)] = &[
+    (1, Step::Sql(include_str!("migrations/0001_init.sql"))),
+    (2, Step::Code(replies_into_slots)),
+    (3, Step::Sql(include_str!("migrations/0003_idempotency_scope.sql"))),
+];
 
 /// Migration 2: stored replies get rowids derived from their keys (see `reply_slots`).
 fn replies_into_slots(tx: &Transaction<'_>) -> anyhow::Result<()> {
@@ -76,5 +80,23 @@ mod tests {
             )
             .unwrap();
         assert_eq!(tables, 1, "the old table is gone and the expiry index is back");
+    }
+
+    #[test]
+    fn i2_keys_made_before_migration_3_are_their_own_idempotency_scope() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut conn = Connection::open(dir.path().join("m.db")).unwrap();
+        conn.execute_batch("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)").unwrap();
+        let Step::Sql(first) = MIGRATIONS[0].1 else { panic!("migration 1 is SQL") };
+        conn.execute_batch(first).unwrap();
+        conn.execute("INSERT INTO schema_migrations (version, applied_at) VALUES (1, 0), (2, 0)", []).unwrap();
+        conn.execute(
+            "INSERT INTO api_keys (id, key_hash, name, organization_id, live_mode, created_at, updated_at) VALUES ('old_key', x'01', 'n', 'o', 0, 1, 1)",
+            [],
+        )
+        .unwrap();
+        apply(&mut conn).unwrap();
+        let scope: String = conn.query_row("SELECT idempotency_scope FROM api_keys WHERE id = 'old_key'", [], |r| r.get(0)).unwrap();
+        assert_eq!(scope, "old_key", "replies it stored, slotted by its id, are still its own");
     }
 }

@@ -199,11 +199,13 @@ fn api_key_row(row: &Row<'_>) -> rusqlite::Result<(ApiKey, KeyHash)> {
         expires_at: row.get::<_, Option<i64>>(7)?.map(Timestamp::from_micros),
         decommissioned: decommissioned_at.is_some(),
         decommissioned_at: decommissioned_at.map(Timestamp::from_micros),
+        idempotency_scope: row.get(9)?,
     };
     Ok((key, KeyHash(hash.try_into().unwrap_or([0; 32]))))
 }
 
-const API_KEY_COLUMNS: &str = "id, key_hash, name, organization_id, live_mode, created_at, updated_at, expires_at, decommissioned_at";
+/// A key written by a release without idempotency scopes has none: its scope is its own id (I2).
+const API_KEY_COLUMNS: &str = "id, key_hash, name, organization_id, live_mode, created_at, updated_at, expires_at, decommissioned_at, COALESCE(idempotency_scope, id)";
 
 /// Builds the SQL and parameters of a list query.
 fn list_sql(query: &ListQuery) -> (String, Vec<Value>) {

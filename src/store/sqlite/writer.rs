@@ -183,8 +183,9 @@ fn apply(tx: &Transaction<'_>, write: &Write) -> Result<()> {
         }
         Write::InsertApiKey { key, hash } => {
             tx.prepare_cached(
-                "INSERT INTO api_keys (id, key_hash, name, organization_id, live_mode, created_at, updated_at, expires_at, decommissioned_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                "INSERT INTO api_keys (id, key_hash, name, organization_id, live_mode, created_at, updated_at, expires_at, decommissioned_at,
+                   idempotency_scope)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             )
             .and_then(|mut st| {
                 st.execute(params![
@@ -197,6 +198,7 @@ fn apply(tx: &Transaction<'_>, write: &Write) -> Result<()> {
                     key.updated_at.as_micros(),
                     key.expires_at.map(|t| t.as_micros()),
                     key.decommissioned_at.map(|t| t.as_micros()),
+                    key.idempotency_scope,
                 ])
             })
             .map_err(row_err)?;
