@@ -21,6 +21,8 @@ pub struct TestServer {
     pub client: reqwest::Client,
     pub clock: Arc<ShiftedClock>,
     pub store: Arc<dyn Store>,
+    /// The server's master key ring (what the command line would open).
+    pub secrets: Arc<payrail::base::secret_box::SecretBox>,
     pub dir: tempfile::TempDir,
     pub cert_pem: Vec<u8>,
     stop: Option<oneshot::Sender<()>>,
@@ -79,6 +81,7 @@ impl TestServer {
             client,
             clock,
             store: server.store.clone(),
+            secrets: server.secrets.clone(),
             dir,
             cert_pem,
             stop: Some(stop),
