@@ -126,17 +126,17 @@ fn mode(path: &Path) -> u32 {
     std::fs::metadata(path).unwrap().permissions().mode() & 0o777
 }
 
-/// Every file under `dir`, with its mode.
+/// Every file under `dir`, with its mode (skipping one removed while the walk runs, as SQLite
+/// removes `-wal` and `-shm` when its last connection closes).
 #[cfg(unix)]
 fn walk(dir: &Path) -> Vec<(PathBuf, u32)> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
-        if path.is_dir() {
-            out.push((path.clone(), mode(&path)));
+        let Ok(meta) = std::fs::metadata(&path) else { continue };
+        out.push((path.clone(), meta.permissions().mode() & 0o777));
+        if meta.is_dir() {
             out.extend(walk(&path));
-        } else {
-            out.push((path.clone(), mode(&path)));
         }
     }
     out
@@ -149,7 +149,9 @@ fn files_containing(dir: &Path, needle: &str) -> Vec<PathBuf> {
         let path = entry.unwrap().path();
         if path.is_dir() {
             found.extend(files_containing(&path, needle));
-        } else if std::fs::read(&path).unwrap().windows(needle.len()).any(|w| w == needle.as_bytes()) {
+        } else if std::fs::read(&path).is_ok_and(|bytes| bytes.windows(needle.len()).any(|w| w == needle.as_bytes())) {
+            // (A file SQLite removed as its last connection closed is skipped: its pages are in
+            // the database file by then.)
             found.push(path);
         }
     }
@@ -243,8 +245,9 @@ async fn s4_data_dir_is_0700_files_0600_and_no_secret_is_stored_in_clear() {
     println!("stored pepper: {} bytes", stored_pepper(root.path()).await.len());
     assert_eq!(mode(&data), 0o700, "the data directory is its owner's alone");
     assert!(loose.is_empty(), "files others may read: {loose:?}");
-    assert!(files.iter().any(|(p, _)| p.ends_with("master.key")), "the generated master key: {files:?}");
     if !on_postgres() {
+        // (On PostgreSQL the harness gives instances sharing a database one key file elsewhere.)
+        assert!(files.iter().any(|(p, _)| p.ends_with("master.key")), "the generated master key: {files:?}");
         for name in ["payrail.db", "payrail.db.lock", "payrail.db.keys-epoch", "tls-key.pem", "tls-cert.pem"] {
             assert!(files.iter().any(|(p, _)| p.ends_with(name)), "{name} in {files:?}");
         }
@@ -273,7 +276,9 @@ async fn s4_a_wider_data_dir_and_files_are_tightened_at_start() {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).unwrap();
     }
     // master.key must not be loosened: a loose key file is refused (tested below).
-    std::fs::set_permissions(data.join("master.key"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    if data.join("master.key").exists() {
+        std::fs::set_permissions(data.join("master.key"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
     std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o755)).unwrap();
     let server = start(root, |_| {}).await;
     let root = server.stop().await;
