@@ -20,6 +20,9 @@ pub enum TlsSource {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub data_dir: PathBuf,
+    /// The master key ring secrets at rest are sealed under (SPEC S4); `None` means
+    /// `<data_dir>/master.key`, created on first start.
+    pub master_key_file: Option<PathBuf>,
     /// `sqlite://PATH` or `postgres://...`; `None` means `sqlite://<data_dir>/payrail.db`.
     pub database_url: Option<String>,
     /// Most PostgreSQL connections one instance opens.
@@ -98,6 +101,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             data_dir: PathBuf::from(DEFAULT_DATA_DIR),
+            master_key_file: None,
             database_url: None,
             database_pool_max: 16,
             tls: TlsSource::SelfSigned,

@@ -27,6 +27,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use base::secret_box::SecretBox;
 use config::Config;
 use http::serve::ListenerOptions;
 use store::Store;
@@ -45,6 +46,8 @@ pub struct Server {
     pub cert_path: Option<PathBuf>,
     /// The server's store, for in-process tools (tests create keys through it).
     pub store: Arc<dyn Store>,
+    /// The master key ring it seals secrets under (for in-process tools, like the store).
+    pub secrets: Arc<SecretBox>,
     task: JoinHandle<()>,
 }
 
@@ -57,20 +60,49 @@ impl Server {
 
 /// Opens the store named by the configuration (SQLite or PostgreSQL), applying migrations.
 pub async fn connect_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
+    Ok(connect(config).await?.0)
+}
+
+/// Opens the master key ring and the store (whose key pepper it seals): what every command
+/// that reads or writes secrets needs.
+pub async fn connect(config: &Config) -> anyhow::Result<(Arc<dyn Store>, Arc<SecretBox>)> {
+    let secrets = open_secrets(config)?;
     let url = config.database_url();
     if PostgresStore::is_url(&url) {
-        let store = PostgresStore::open(&url, config.database_pool_max).await?;
-        return Ok(Arc::new(store));
+        let store = PostgresStore::open(&url, config.database_pool_max, &secrets).await?;
+        return Ok((Arc::new(store), secrets));
     }
-    open_store(config)
+    Ok((open_sqlite(config, &secrets)?, secrets))
+}
+
+/// The master key ring of `--master-key-file`, or the data directory's `master.key` (made on
+/// first use, 0600, with a log line saying production should keep it elsewhere). The data
+/// directory is made 0700 (or tightened to it) first (SPEC S4).
+pub fn open_secrets(config: &Config) -> anyhow::Result<Arc<SecretBox>> {
+    base::private_fs::ensure_private_dir(&config.data_dir)
+        .with_context(|| format!("making the data directory {} private", config.data_dir.display()))?;
+    let (secrets, created) = SecretBox::load_or_create(config.master_key_file.as_deref(), &config.data_dir)?;
+    let path = secrets.path().map(|p| p.display().to_string()).unwrap_or_default();
+    if created {
+        tracing::warn!(
+            %path,
+            "created a master key in the data directory; in production keep it outside (--master-key-file) so a copy of the data directory alone reveals no secret"
+        );
+    }
+    tracing::info!(%path, key = %secrets.newest_id(), "master key ring loaded");
+    Ok(Arc::new(secrets))
 }
 
 /// Opens an embedded SQLite store (PostgreSQL needs [`connect_store`]).
 pub fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
+    open_sqlite(config, open_secrets(config)?.as_ref())
+}
+
+fn open_sqlite(config: &Config, secrets: &SecretBox) -> anyhow::Result<Arc<dyn Store>> {
     let url = config.database_url();
     match store::sqlite::path_from_url(&url) {
         Some(path) => {
-            let store = SqliteStore::open(&path).with_context(|| format!("opening SQLite database {}", path.display()))?;
+            let store = SqliteStore::open(&path, secrets).with_context(|| format!("opening SQLite database {}", path.display()))?;
             Ok(Arc::new(store))
         }
         None if PostgresStore::is_url(&url) => anyhow::bail!("PostgreSQL URLs are opened with connect_store"),
@@ -95,7 +127,7 @@ fn lock_store(config: &Config) -> anyhow::Result<Option<ServeLock>> {
     match store::sqlite::path_from_url(&config.database_url()) {
         Some(path) => {
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir)?;
+                base::private_fs::ensure_private_dir(dir)?;
             }
             store::sqlite::lock_for_serving(&path).map(Some)
         }
@@ -105,11 +137,17 @@ fn lock_store(config: &Config) -> anyhow::Result<Option<ServeLock>> {
 
 /// Starts serving the API on `listener` until `shutdown` resolves.
 pub async fn launch(config: Config, listener: TcpListener, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<Server> {
+    base::private_fs::ensure_private_dir(&config.data_dir)?;
     let lock = lock_store(&config)?;
-    let store = connect_store(&config).await?;
+    let (store, secrets) = connect(&config).await?;
     store.prepare_to_serve().await;
+    // Endpoints an older release stored with a plain secret are sealed now (SPEC S4).
+    let sealed = domain::webhook::rewrap_secrets(store.as_ref(), &secrets, true).await?;
+    if sealed.resealed > 0 {
+        tracing::info!(endpoints = sealed.resealed, "sealed webhook secrets that were stored plain");
+    }
     let config = Arc::new(config);
-    let state = app::AppState::serving(store.clone(), config.clone());
+    let state = app::AppState::serving(store.clone(), secrets.clone(), config.clone());
     let (tls, cert_path) = if config.plain_http {
         tracing::warn!("serving plain HTTP: only do this behind a proxy that terminates TLS (SPEC T3)");
         (None, None)
@@ -144,7 +182,7 @@ pub async fn launch(config: Config, listener: TcpListener, shutdown: impl Future
         drop(lock);
         tracing::info!("payrail stopped");
     });
-    Ok(Server { local_addr, admin_addr, cert_path, store, task })
+    Ok(Server { local_addr, admin_addr, cert_path, store, secrets, task })
 }
 
 async fn stopped(mut stop: watch::Receiver<bool>) {

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+use payrail::base::secret_box::SecretBox;
 use payrail::config::{self, Config, TlsSource};
 use payrail::domain::api_key::{ApiKey, Mode};
 use payrail::domain::keys;
@@ -39,6 +40,10 @@ struct StorageArgs {
     /// Most PostgreSQL connections this instance opens (ignored for SQLite).
     #[arg(long, global = true, env = "PAYRAIL_DATABASE_POOL_MAX", default_value_t = 16)]
     database_pool_max: usize,
+    /// Master key ring that seals secrets at rest (default: <data-dir>/master.key, created on
+    /// first use; keep it outside the data directory in production). Must be mode 0600.
+    #[arg(long, global = true, env = "PAYRAIL_MASTER_KEY_FILE")]
+    master_key_file: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -54,6 +59,11 @@ enum Command {
     Webhooks {
         #[command(subcommand)]
         command: WebhooksCommand,
+    },
+    /// Manage the master key that seals secrets at rest (works beside running servers).
+    MasterKey {
+        #[command(subcommand)]
+        command: MasterKeyCommand,
     },
     /// Apply database migrations and exit.
     Migrate,
@@ -164,6 +174,20 @@ enum WebhooksCommand {
 }
 
 #[derive(Subcommand)]
+enum MasterKeyCommand {
+    /// Write a new key file (one fresh 256-bit key, mode 0600) at PATH; never overwrites.
+    Generate { path: PathBuf },
+    /// Put a fresh key at the head of the master key file: new secrets are sealed under it,
+    /// older ones still open. Then run `rewrap`.
+    Rotate,
+    /// Re-seal every stored secret (webhook secrets, the API key pepper) under the newest key.
+    Rewrap,
+    /// Re-seal, then drop every key but the newest from the file (wait 24 h after `rotate`:
+    /// stored idempotent replies sealed before it need the old key until they expire).
+    Retire,
+}
+
+#[derive(Subcommand)]
 enum KeysCommand {
     /// Create a key; prints the secret once, alone on the last line.
     Create {
@@ -224,6 +248,7 @@ fn init_logging() {
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let mut config = Config {
         data_dir: cli.storage.data_dir,
+        master_key_file: cli.storage.master_key_file,
         database_url: cli.storage.database_url,
         database_pool_max: cli.storage.database_pool_max,
         ..Config::default()
@@ -241,9 +266,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Webhooks { command } => {
             config.admin_listen = None;
-            let store = payrail::connect_store(&config).await?;
-            run_webhooks(store.as_ref(), command).await
+            let (store, secrets) = payrail::connect(&config).await?;
+            run_webhooks(store.as_ref(), &secrets, command).await
         }
+        Command::MasterKey { command } => run_master_key(&config, command).await,
         Command::Keys { command } => {
             config.admin_listen = None;
             let store = payrail::connect_store(&config).await?;
@@ -308,7 +334,7 @@ async fn shutdown_signal() {
     tracing::info!("shutting down: finishing requests in flight");
 }
 
-async fn run_webhooks(store: &dyn payrail::store::Store, command: WebhooksCommand) -> anyhow::Result<()> {
+async fn run_webhooks(store: &dyn payrail::store::Store, secrets: &SecretBox, command: WebhooksCommand) -> anyhow::Result<()> {
     use payrail::domain::time::Clock;
     use payrail::domain::webhook::{self, EndpointInput, EndpointRules, UrlPolicy};
     let now = SystemClock.now();
@@ -317,7 +343,7 @@ async fn run_webhooks(store: &dyn payrail::store::Store, command: WebhooksComman
             let mode = Mode::parse(&mode).map_err(|_| anyhow::anyhow!("--mode must be sandbox or live"))?;
             let input = EndpointInput { url: Some(url), event_names: Some(events) };
             let rules = EndpointRules { policy: UrlPolicy { allow_private: webhooks_allow_private }, endpoints_max: webhook_endpoints_max };
-            let reply = webhook::create_for(store, now, &org, mode, &input, &rules).await.map_err(cli_error)?;
+            let reply = webhook::create_for(store, secrets, now, &org, mode, &input, &rules).await.map_err(cli_error)?;
             let mut created: serde_json::Value = serde_json::from_str(&reply)?;
             created["organization_id"] = json!(org);
             if json {
@@ -353,10 +379,55 @@ async fn run_webhooks(store: &dyn payrail::store::Store, command: WebhooksComman
             }
         }
         WebhooksCommand::Delete { id } => {
-            let deleted = webhook::delete_by_id(store, now, &id).await?;
+            let deleted = webhook::delete_by_id(store, secrets, now, &id).await?;
             println!("deleted webhook endpoint {} ({})", deleted.id, deleted.url);
         }
     }
+    Ok(())
+}
+
+/// `payrail master-key ...` (SPEC S4). Prints key ids, never a key.
+async fn run_master_key(config: &Config, command: MasterKeyCommand) -> anyhow::Result<()> {
+    match command {
+        MasterKeyCommand::Generate { path } => {
+            let id = SecretBox::generate_file(&path)?;
+            println!("wrote master key {id} to {} (mode 0600)", path.display());
+        }
+        MasterKeyCommand::Rotate => {
+            let secrets = payrail::open_secrets(config)?;
+            let id = secrets.rotate()?;
+            let path = secrets.path().map(|p| p.display().to_string()).unwrap_or_default();
+            println!("master key {id} added at the head of {path}; keys now {}", secrets.key_ids().join(", "));
+            println!("next: copy the file to every host, then run `payrail master-key rewrap`");
+        }
+        MasterKeyCommand::Rewrap => {
+            let (store, secrets) = payrail::connect(config).await?;
+            rewrap(store.as_ref(), &secrets).await?;
+        }
+        MasterKeyCommand::Retire => {
+            let (store, secrets) = payrail::connect(config).await?;
+            rewrap(store.as_ref(), &secrets).await?;
+            let dropped = secrets.retire_old()?;
+            println!(
+                "retired master keys: {}; the file holds {} only",
+                if dropped.is_empty() { "none".into() } else { dropped.join(", ") },
+                secrets.newest_id()
+            );
+        }
+    }
+    Ok(())
+}
+
+async fn rewrap(store: &dyn payrail::store::Store, secrets: &SecretBox) -> anyhow::Result<()> {
+    let hooks = payrail::domain::webhook::rewrap_secrets(store, secrets, false).await?;
+    let pepper = keys::rewrap_pepper(store, secrets).await?;
+    println!(
+        "re-sealed {} of {} webhook secrets and {} API key pepper under master key {}",
+        hooks.resealed,
+        hooks.total,
+        if pepper { "the" } else { "not the (already current)" },
+        secrets.newest_id()
+    );
     Ok(())
 }
 

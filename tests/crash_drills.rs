@@ -38,8 +38,20 @@ fn free_port() -> u16 {
     StdListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
+/// Instances sharing a database need one master key (SPEC S4): one file beside their data
+/// directories, made by the first that needs it.
+fn shared_master_key(data_dir: &Path) -> std::path::PathBuf {
+    let path = data_dir.parent().expect("data directories live in the drill's root").join("master.key");
+    if !path.exists() {
+        payrail::base::secret_box::SecretBox::generate_file(&path).expect("a master key file");
+    }
+    path
+}
+
 fn spawn(data_dir: &Path, database_url: &str, port: u16) -> Instance {
     let child = Command::new(BIN)
+        .arg("--master-key-file")
+        .arg(shared_master_key(data_dir))
         .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--admin-listen", "off", "--sandbox-step-ms", "3600000"])
         .arg("--data-dir")
         .arg(data_dir)
@@ -58,6 +70,8 @@ fn spawn(data_dir: &Path, database_url: &str, port: u16) -> Instance {
 
 fn create_key(database_url: &str, data_dir: &Path) -> String {
     let out = Command::new(BIN)
+        .arg("--master-key-file")
+        .arg(shared_master_key(data_dir))
         .arg("--data-dir")
         .arg(data_dir)
         .args(["--database-url", database_url, "keys", "create", "--name", "drill"])

@@ -16,7 +16,10 @@ use payrail::store::{Claim, ClaimToken, ListQuery, ObjectRecord, Store, StoredRe
 
 async fn store(dir: &std::path::Path) -> Arc<dyn Store> {
     match test_database_url(dir).await {
-        Some(url) => Arc::new(PostgresStore::open(&url, 16).await.expect("open PostgreSQL")),
+        Some(url) => {
+            let secrets = payrail::base::secret_box::SecretBox::from_keys(&[payrail::base::secret_box::generate_key()]);
+            Arc::new(PostgresStore::open(&url, 16, &secrets).await.expect("open PostgreSQL"))
+        }
         None => {
             let config = payrail::config::Config { data_dir: dir.to_owned(), ..Default::default() };
             payrail::open_store(&config).expect("open SQLite")

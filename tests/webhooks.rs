@@ -588,6 +588,7 @@ async fn cli_operations_create_list_and_delete_endpoints() {
     let now = server.clock.as_ref();
     let reply = webhook::create_for(
         server.store.as_ref(),
+        &server.secrets,
         payrail::domain::time::Clock::now(now),
         "cli-org",
         Mode::Sandbox,
@@ -605,7 +606,7 @@ async fn cli_operations_create_list_and_delete_endpoints() {
     assert!(!serde_json::to_string(&listed).unwrap().contains(created["secret"].as_str().unwrap()));
     counterparty(&server, &key, "From the CLI's endpoint").await;
     receiver.wait_for("a delivery to the CLI-made endpoint", Duration::from_secs(10), |h| h.len() == 1).await;
-    webhook::delete_by_id(server.store.as_ref(), payrail::domain::time::Clock::now(now), &id).await.unwrap();
+    webhook::delete_by_id(server.store.as_ref(), &server.secrets, payrail::domain::time::Clock::now(now), &id).await.unwrap();
     assert!(webhook::list_all(server.store.as_ref()).await.unwrap().is_empty());
     let (status, _) = json(server.get(&format!("/api/webhook_endpoints/{id}"), &key).send().await.unwrap()).await;
     assert_eq!(status, 404);

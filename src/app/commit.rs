@@ -2,7 +2,8 @@
 //! idempotency key, the reply that reports them commit in one transaction (SPEC I3, I8), behind
 //! the request's [`CommitGate`] (a request that timed out can no longer commit) and only while
 //! the request still owns its claim (I6). The idempotency layer in `http/` builds the
-//! [`WriteContext`]; this module knows nothing of how it arrived.
+//! [`WriteContext`]; this module knows nothing of how it arrived. A reply that carries a secret
+//! is kept sealed under the master key ([`Commit::commit_secret_reply`]); replay opens it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,9 +35,18 @@ pub(crate) struct ReplyTarget {
 }
 
 impl AppState {
-    /// Commits `batch` and, under an idempotency key, the reply `body` with it (I3).
-    pub async fn commit_reply(&self, ctx: &WriteContext, mut batch: WriteBatch, status: u16, body: Bytes) -> Result<(), Error> {
+    /// Commits `batch` and, under an idempotency key, the reply `body` with it (I3); with
+    /// `sealed`, the kept copy is sealed under the master key (a reply carrying a secret, S4).
+    pub async fn commit_reply(
+        &self,
+        ctx: &WriteContext,
+        mut batch: WriteBatch,
+        status: u16,
+        body: Bytes,
+        sealed: bool,
+    ) -> Result<(), Error> {
         if let Some(target) = &ctx.reply {
+            let body = if sealed { Bytes::from(self.secrets.seal(&body, &reply_purpose(&target.scope_id, &target.key))) } else { body };
             batch.push(Write::SaveReply(self.stored_reply(target, status, body)));
         }
         batch.gate = Some(ctx.gate.clone());
@@ -78,6 +88,17 @@ pub struct Committer<'a> {
 impl Commit for Committer<'_> {
     async fn commit(&self, batch: WriteBatch, reply_json: &str) -> Result<(), Error> {
         let body = Bytes::copy_from_slice(reply_json.as_bytes());
-        self.state.commit_reply(self.ctx, batch, self.status, body).await
+        self.state.commit_reply(self.ctx, batch, self.status, body, false).await
     }
+
+    async fn commit_secret_reply(&self, batch: WriteBatch, reply_json: &str) -> Result<(), Error> {
+        let body = Bytes::copy_from_slice(reply_json.as_bytes());
+        self.state.commit_reply(self.ctx, batch, self.status, body, true).await
+    }
+}
+
+/// What a sealed stored reply is bound to: the idempotency key's scope and the key, so a sealed
+/// body moved to another key's row does not open.
+pub fn reply_purpose(api_key_id: &str, key: &str) -> String {
+    format!("idempotency_reply:{api_key_id}:{key}")
 }

@@ -10,6 +10,7 @@ pub mod rate_limit;
 use std::sync::Arc;
 
 use crate::base::api_key::{DerivedKey, LIST_CURSOR_KEY_LABEL};
+use crate::base::secret_box::SecretBox;
 use crate::config::Config;
 use crate::domain::Ctx;
 use crate::domain::api_key::Scope;
@@ -25,6 +26,8 @@ pub struct AppState(Arc<Shared>);
 
 pub struct Shared {
     pub store: Arc<dyn Store>,
+    /// The master key ring: seals webhook secrets and the stored replies that carry one (S4).
+    pub secrets: Arc<SecretBox>,
     pub clock: Arc<dyn Clock>,
     pub config: Arc<Config>,
     pub metrics: Arc<metrics::Metrics>,
@@ -36,8 +39,9 @@ pub struct Shared {
 
 impl AppState {
     /// The state a server runs with: its clock and rate limits come from its configuration.
-    pub fn serving(store: Arc<dyn Store>, config: Arc<Config>) -> Self {
+    pub fn serving(store: Arc<dyn Store>, secrets: Arc<SecretBox>, config: Arc<Config>) -> Self {
         AppState(Arc::new(Shared {
+            secrets,
             clock: config.clock.clone(),
             metrics: Arc::default(),
             rate_limiter: Arc::new(rate_limit::RateLimiter::new(config.rate_limit_per_sec, config.rate_limit_burst)),
@@ -49,7 +53,7 @@ impl AppState {
 
     /// The domain's view of a request: store, tenant, and the time it runs at.
     pub fn ctx<'a>(&'a self, scope: &'a Scope) -> Ctx<'a> {
-        Ctx { store: self.store.as_ref(), scope, now: self.clock.now() }
+        Ctx { store: self.store.as_ref(), secrets: &self.secrets, scope, now: self.clock.now() }
     }
 }
 

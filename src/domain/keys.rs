@@ -1,9 +1,11 @@
 //! Key management, the operations behind `payrail keys` (SPEC A4, A5, K2).
 //!
 //! They write through the same store as the server, so a key created or revoked while a server
-//! runs on the database takes effect on its next request.
+//! runs on the database takes effect on its next request. The pepper keys are hashed under is
+//! stored sealed under the master key; [`rewrap_pepper`] re-seals it after a rotation.
 
 use super::api_key::{ApiKey, Mode, SecretKey, validate_org_id};
+use super::secret_box::{self, SecretBox};
 use super::time::Clock;
 use crate::error::{Error, Result};
 use crate::store::{Store, Write, WriteBatch};
@@ -84,6 +86,19 @@ pub fn parse_duration_secs(text: &str) -> Result<i64> {
         return Err(invalid());
     }
     value.checked_mul(factor).ok_or_else(invalid)
+}
+
+/// Re-seals the stored API key pepper under the newest master key, if it is not already
+/// (`payrail master-key rewrap`); true if it did. A compare-and-set: a racing rewrap changes
+/// nothing twice, and the pepper itself never changes, so every key keeps verifying.
+pub async fn rewrap_pepper(store: &dyn Store, secrets: &SecretBox) -> Result<bool> {
+    let Some(stored) = store.setting(secret_box::PEPPER_SETTING).await? else { return Ok(false) };
+    if secret_box::is_sealed(&stored) && secrets.is_current(&stored) {
+        return Ok(false);
+    }
+    let (pepper, _) = secret_box::open_pepper(secrets, &stored).map_err(|e| Error::internal(e.to_string()))?;
+    let sealed = secrets.seal(&pepper, secret_box::PEPPER_PURPOSE);
+    store.replace_setting(secret_box::PEPPER_SETTING, &stored, &sealed).await
 }
 
 #[cfg(test)]

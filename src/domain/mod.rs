@@ -3,7 +3,7 @@
 
 // Value types the store shares, defined below both (`crate::base`); named here too, where the
 // domain's readers look for them.
-pub use crate::base::{api_key, time};
+pub use crate::base::{api_key, secret_box, time};
 
 pub mod bank_id;
 pub mod common;
@@ -35,11 +35,21 @@ use time::Timestamp;
 #[async_trait]
 pub trait Commit: Send + Sync {
     async fn commit(&self, batch: WriteBatch, reply_json: &str) -> Result<()>;
+
+    /// Like [`commit`](Self::commit), for a reply that carries a secret (a webhook endpoint's
+    /// 201): the copy kept for replay is sealed under the master key (SPEC S4). Only such
+    /// replies pay for sealing.
+    async fn commit_secret_reply(&self, batch: WriteBatch, reply_json: &str) -> Result<()> {
+        self.commit(batch, reply_json).await
+    }
 }
 
-/// What an operation acts with: the store, the caller's tenant, and the time it runs at.
+/// What an operation acts with: the store, the master key ring, the caller's tenant, and the
+/// time it runs at.
 pub struct Ctx<'a> {
     pub store: &'a dyn Store,
+    /// Seals and opens secrets at rest (webhook signing secrets).
+    pub secrets: &'a secret_box::SecretBox,
     pub scope: &'a Scope,
     pub now: Timestamp,
 }

@@ -5,7 +5,9 @@
 //! `object`, `url`, `event_names`, `live_mode`, `created_at`, `updated_at`. Its private state,
 //! a `webhook_endpoint_state` child that no route can read, holds the signing secret and the
 //! outbox cursor (the `seq` of the last event the worker considered for it). The secret is in
-//! the reply to the POST that made the endpoint and nowhere else the API shows.
+//! the reply to the POST that made the endpoint and nowhere else the API shows. At rest it is
+//! sealed under the master key, bound to the endpoint's id (SPEC S4), and so is the copy of
+//! that reply kept for idempotent replay; the worker opens it to sign.
 //!
 //! URL rules (server-side request forgery guard, SPEC W5): see `domain::webhook_url`; the
 //! worker checks again before each attempt, against the addresses the name resolves to then.
@@ -24,6 +26,7 @@ use serde::{Deserialize, Serialize};
 use super::api_key::Scope;
 use super::common::new_id;
 use super::listing::{self, ListedPage, PageSpec};
+use super::secret_box::{self, SecretBox};
 use super::time::Timestamp;
 use super::{Commit, Ctx, event};
 use crate::error::{Error, Result};
@@ -151,7 +154,10 @@ pub struct EndpointState {
     pub endpoint_id: String,
     pub url: String,
     pub event_names: Vec<String>,
-    pub secret: WebhookSecret,
+    /// The signing secret sealed under the master key (text form); an older release stored it
+    /// plain under `secret`, which is read too and sealed at the next start.
+    #[serde(rename = "secret_sealed", alias = "secret")]
+    pub secret: String,
     /// `seq` of the last event considered for this endpoint (SPEC E4 outbox).
     pub cursor_seq: i64,
     pub created_at: Timestamp,
@@ -166,7 +172,25 @@ pub struct LoadedEndpoint {
     pub state: EndpointState,
 }
 
+/// What an endpoint's sealed secret is bound to: a sealed secret copied to another endpoint's
+/// state does not open.
+fn secret_purpose(endpoint_id: &str) -> String {
+    format!("webhook_endpoint:{endpoint_id}:secret")
+}
+
 impl LoadedEndpoint {
+    /// The signing secret, opened (a plain one left by an older release is taken as it is).
+    pub fn secret(&self, secrets: &SecretBox) -> Result<WebhookSecret> {
+        if !secret_box::is_sealed_text(&self.state.secret) {
+            return Ok(WebhookSecret(self.state.secret.clone()));
+        }
+        let purpose = secret_purpose(&self.state.endpoint_id);
+        let plain = secrets
+            .open_text(&self.state.secret, &purpose)
+            .map_err(|e| Error::internal(format!("webhook endpoint {}: signing secret: {e}", self.state.endpoint_id)))?;
+        Ok(WebhookSecret(plain))
+    }
+
     /// The state record with the cursor moved to `cursor_seq`, for a versioned replace.
     pub fn advanced(&self, cursor_seq: i64) -> Result<ObjectRecord> {
         let mut state = self.state.clone();
@@ -249,13 +273,14 @@ pub async fn create(ctx: &Ctx<'_>, commit: &dyn Commit, input: &EndpointInput, r
         updated_at: ctx.now,
     };
     let secret = WebhookSecret::generate();
+    let sealed = ctx.secrets.seal_text(secret.expose(), &secret_purpose(&endpoint.id));
     // Only events after this one reach the endpoint (the cursor starts at the newest event).
     let cursor_seq = ctx.store.newest_seq(event::KIND, ctx.scope).await?;
     let state = EndpointState {
         endpoint_id: endpoint.id.clone(),
         url: endpoint.url.clone(),
         event_names: endpoint.event_names.clone(),
-        secret: secret.clone(),
+        secret: sealed,
         cursor_seq,
         created_at: ctx.now,
     };
@@ -267,7 +292,8 @@ pub async fn create(ctx: &Ctx<'_>, commit: &dyn Commit, input: &EndpointInput, r
     batch.push(Write::Insert(state_record(ctx.scope, &new_id(), &state)?));
     batch.push(Write::Insert(event::record(ctx.scope, KIND, "created", &endpoint.id, &public_json, ctx.now)?));
     let reply = to_json(&CreatedEndpoint { endpoint: &endpoint, secret: secret.expose() })?;
-    commit.commit(batch, &reply).await?;
+    // The reply carries the secret: its copy kept for replay is sealed too.
+    commit.commit_secret_reply(batch, &reply).await?;
     Ok(reply)
 }
 
@@ -306,6 +332,7 @@ fn loaded(scope: Scope, stored: &StoredObject) -> Result<LoadedEndpoint> {
 /// (with the secret, shown this once).
 pub async fn create_for(
     store: &dyn Store,
+    secrets: &SecretBox,
     now: Timestamp,
     org: &str,
     mode: super::api_key::Mode,
@@ -314,7 +341,7 @@ pub async fn create_for(
 ) -> Result<String> {
     super::api_key::validate_org_id(org)?;
     let scope = Scope { organization_id: org.to_owned(), live_mode: mode.is_live() };
-    let ctx = Ctx { store, scope: &scope, now };
+    let ctx = Ctx { store, secrets, scope: &scope, now };
     create(&ctx, &DirectCommit(store), input, rules).await
 }
 
@@ -350,12 +377,50 @@ pub async fn list_all(store: &dyn Store) -> Result<Vec<EndpointSummary>> {
 }
 
 /// `payrail webhooks delete ID`: deletes the endpoint whatever its organization and mode.
-pub async fn delete_by_id(store: &dyn Store, now: Timestamp, id: &str) -> Result<EndpointSummary> {
+pub async fn delete_by_id(store: &dyn Store, secrets: &SecretBox, now: Timestamp, id: &str) -> Result<EndpointSummary> {
     let found = list_all(store).await?.into_iter().find(|e| e.id == id).ok_or_else(|| Error::not_found("webhook endpoint"))?;
     let scope = Scope { organization_id: found.organization_id.clone(), live_mode: found.live_mode };
-    let ctx = Ctx { store, scope: &scope, now };
+    let ctx = Ctx { store, secrets, scope: &scope, now };
     delete(&ctx, &DirectCommit(store), id).await?;
     Ok(found)
+}
+
+/// What a rewrap did: endpoints whose secret was re-sealed, of all endpoints seen.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Rewrapped {
+    pub resealed: usize,
+    pub total: usize,
+}
+
+/// Re-seals every endpoint's secret that is not sealed under the newest master key (with
+/// `only_plain`, only those an older release stored plain: what a server does at start, so
+/// instances with different key rings never undo each other). Each is a versioned replace,
+/// retried when the worker moved the endpoint's cursor meanwhile.
+pub async fn rewrap_secrets(store: &dyn Store, secrets: &SecretBox, only_plain: bool) -> Result<Rewrapped> {
+    let all = load_all(store, ENDPOINTS_SERVED_MAX).await?;
+    let mut done = Rewrapped { resealed: 0, total: all.len() };
+    for endpoint in all {
+        let (scope, state_id) = (endpoint.scope.clone(), endpoint.state_id.clone());
+        let resealed = super::retry_on_conflict(|| async {
+            let Some(stored) = store.get(STATE_KIND, &scope, &state_id).await? else { return Ok(false) };
+            let current = loaded(scope.clone(), &stored)?;
+            let plain = !secret_box::is_sealed_text(&current.state.secret);
+            if !plain && (only_plain || secrets.is_current_text(&current.state.secret)) {
+                return Ok(false);
+            }
+            let secret = current.secret(secrets)?;
+            let mut state = current.state.clone();
+            state.secret = secrets.seal_text(secret.expose(), &secret_purpose(&state.endpoint_id));
+            let record = state_record(&scope, &state_id, &state)?;
+            store
+                .commit(WriteBatch { writes: vec![Write::Replace { record, expected_version: current.version }], ..WriteBatch::default() })
+                .await?;
+            Ok(true)
+        })
+        .await?;
+        done.resealed += usize::from(resealed);
+    }
+    Ok(done)
 }
 
 /// Commits batches straight to the store, for callers with no reply to keep (the CLI).

@@ -24,6 +24,7 @@ use super::auth::Principal;
 use super::extract::read_body;
 use crate::app::AppState;
 use crate::app::commit::{ReplyTarget, WriteContext};
+use crate::base::secret_box;
 use crate::error::Error;
 use crate::store::{Claim, ClaimToken, CommitGate, Store, StoredReply, WriteBatch};
 
@@ -157,14 +158,32 @@ async fn replay(state: &AppState, request: Request, reply: StoredReply) -> Respo
             .into_response();
         }
     }
+    let body = match opened_body(state, &reply) {
+        Ok(body) => body,
+        Err(err) => return err.into_response(),
+    };
     let status = StatusCode::from_u16(reply.status).unwrap_or(StatusCode::OK);
-    let mut response = (status, reply.body).into_response();
+    let mut response = (status, body).into_response();
     let headers: &mut HeaderMap = response.headers_mut();
     if let Ok(content_type) = HeaderValue::from_str(&reply.content_type) {
         headers.insert(header::CONTENT_TYPE, content_type);
     }
     headers.insert(REPLAYED, HeaderValue::from_static("true"));
     response
+}
+
+/// The stored body as the client first got it: a reply kept sealed (it carries a secret, S4)
+/// is opened; any other is the stored bytes themselves (a prefix compare is all it costs).
+fn opened_body(state: &AppState, reply: &StoredReply) -> Result<Bytes, Error> {
+    if !secret_box::is_sealed(&reply.body) {
+        return Ok(reply.body.clone());
+    }
+    let purpose = crate::app::commit::reply_purpose(&reply.api_key_id, &reply.key);
+    state
+        .secrets
+        .open(&reply.body, &purpose)
+        .map(Bytes::from)
+        .map_err(|err| Error::internal(format!("opening a sealed stored reply: {err}")))
 }
 
 /// Holds a claim while the work runs: renews its lease, and frees it when the work ends,
@@ -314,7 +333,7 @@ async fn execute_claimed(
 async fn store_late(state: &AppState, ctx: &WriteContext, response: Response) -> Result<Response, Error> {
     let (parts, body) = response.into_parts();
     let bytes = axum::body::to_bytes(body, usize::MAX).await.map_err(|err| Error::internal(format!("reading reply: {err}")))?;
-    state.commit_reply(ctx, WriteBatch::new(), parts.status.as_u16(), bytes.clone()).await?;
+    state.commit_reply(ctx, WriteBatch::new(), parts.status.as_u16(), bytes.clone(), false).await?;
     Ok(Response::from_parts(parts, Body::from(bytes)))
 }
 
@@ -364,7 +383,11 @@ mod tests {
         use crate::domain::api_key::{ApiKey, Mode};
         let config = crate::config::Config { data_dir: dir.to_owned(), request_timeout_ms: 100, ..Default::default() };
         let store = crate::open_store(&config).expect("store");
-        let state = AppState::serving(store, Arc::new(config));
+        let state = AppState::serving(
+            store,
+            Arc::new(crate::base::secret_box::SecretBox::from_keys(&[crate::base::secret_box::generate_key()])),
+            Arc::new(config),
+        );
         let stalls = axum::routing::post(|| async {
             tokio::time::sleep(Duration::from_secs(30)).await;
             StatusCode::CREATED

@@ -40,13 +40,16 @@ fn ensure_self_signed(data_dir: &Path) -> anyhow::Result<(PathBuf, PathBuf)> {
     let cert_path = data_dir.join(SELF_SIGNED_CERT);
     let key_path = data_dir.join(SELF_SIGNED_KEY);
     if cert_path.exists() && key_path.exists() {
+        crate::base::private_fs::tighten_file(&cert_path)?;
+        crate::base::private_fs::tighten_file(&key_path)?;
         return Ok((cert_path, key_path));
     }
-    std::fs::create_dir_all(data_dir).with_context(|| format!("creating data directory {}", data_dir.display()))?;
+    crate::base::private_fs::ensure_private_dir(data_dir).with_context(|| format!("creating data directory {}", data_dir.display()))?;
     let names = vec!["localhost".to_string(), "127.0.0.1".to_string(), "::1".to_string()];
     let certified = rcgen::generate_simple_self_signed(names).context("generating a self-signed certificate")?;
     write_private(&key_path, certified.signing_key.serialize_pem().as_bytes())?;
-    std::fs::write(&cert_path, certified.cert.pem())?;
+    // The certificate is public, but the data directory holds only owner-only files (SPEC S4).
+    write_private(&cert_path, certified.cert.pem().as_bytes())?;
     tracing::info!(cert = %cert_path.display(), "created a self-signed TLS certificate; clients can trust it with this file");
     Ok((cert_path, key_path))
 }
@@ -54,13 +57,12 @@ fn ensure_self_signed(data_dir: &Path) -> anyhow::Result<(PathBuf, PathBuf)> {
 /// Writes a file only its owner can read.
 fn write_private(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
     use std::io::Write;
-    #[cfg(unix)]
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    options.mode(0o600);
-    let mut file = options.open(path).with_context(|| format!("writing {}", path.display()))?;
+    let mut file = crate::base::private_fs::options()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .with_context(|| format!("writing {}", path.display()))?;
     file.write_all(contents)?;
     Ok(())
 }

@@ -74,7 +74,8 @@ const EPOCH_LEN: usize = 8;
 impl EpochFile {
     pub fn open(db_path: &Path) -> Self {
         let path = format!("{}.keys-epoch", db_path.display());
-        let file = File::options().read(true).write(true).create(true).truncate(false).open(&path);
+        let file = crate::base::private_fs::options().read(true).write(true).create(true).truncate(false).open(&path);
+        let _ = crate::base::private_fs::tighten_file(std::path::Path::new(&path));
         let epoch_file = match file {
             Ok(file) => Some(file),
             Err(err) => {

@@ -305,6 +305,13 @@ pub trait Store: Send + Sync + 'static {
     /// A position at or after every object of `kind` in `scope` committed so far: where a new
     /// outbox cursor starts, so that it is sent only what commits later.
     async fn newest_seq(&self, kind: &'static str, scope: &Scope) -> Result<i64>;
+
+    /// The raw value of a `settings` row (the store keeps bytes; what they mean is not its
+    /// business: the key pepper is sealed by the caller).
+    async fn setting(&self, name: &str) -> Result<Option<Vec<u8>>>;
+
+    /// Replaces a setting's value if it is still `old` (compare-and-set); false if it was not.
+    async fn replace_setting(&self, name: &str, old: &[u8], new: &[u8]) -> Result<bool>;
 }
 
 /// Wraps a backend failure as a 500 that reveals nothing.

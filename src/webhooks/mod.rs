@@ -127,6 +127,7 @@ fn decrement<K: std::hash::Hash + Eq + ?Sized, Q: std::hash::Hash + Eq + std::bo
 
 struct Worker {
     store: Arc<dyn Store>,
+    secrets: Arc<crate::base::secret_box::SecretBox>,
     clock: Arc<dyn Clock>,
     settings: Settings,
     sender: Sender,
@@ -149,6 +150,7 @@ pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
     };
     let mut worker = Worker {
         store: state.store.clone(),
+        secrets: state.secrets.clone(),
         clock: state.clock.clone(),
         settings,
         sender,
@@ -264,6 +266,15 @@ impl Worker {
     }
 
     fn spawn_send(&mut self, endpoint: &LoadedEndpoint, claimed: ClaimedDelivery) {
+        // Opened for each send, never kept: a wrong master key fails here, loudly, and the
+        // delivery stays due (its lease runs out) instead of leaving with a wrong signature.
+        let secret = match endpoint.secret(&self.secrets) {
+            Ok(secret) => secret.expose().to_owned(),
+            Err(err) => {
+                tracing::error!(%err, "cannot open a webhook signing secret; not sending");
+                return;
+            }
+        };
         let endpoint_id = endpoint.state.endpoint_id.clone();
         self.in_flight.lock().unwrap_or_else(|p| p.into_inner()).add(&endpoint.scope, &endpoint_id);
         let slot = SlotGuard { in_flight: self.in_flight.clone(), wake: self.wake.clone(), scope: endpoint.scope.clone(), endpoint_id };
@@ -273,7 +284,7 @@ impl Worker {
             sender: self.sender.clone(),
             retry: self.settings.retry,
             url: endpoint.state.url.clone(),
-            secret: endpoint.state.secret.expose().to_owned(),
+            secret,
             claimed,
             log: self.log.clone(),
         };

@@ -21,6 +21,8 @@ pub struct TestServer {
     pub client: reqwest::Client,
     pub clock: Arc<ShiftedClock>,
     pub store: Arc<dyn Store>,
+    /// The server's master key ring (what the command line would open).
+    pub secrets: Arc<payrail::base::secret_box::SecretBox>,
     pub dir: tempfile::TempDir,
     pub cert_pem: Vec<u8>,
     stop: Option<oneshot::Sender<()>>,
@@ -57,6 +59,7 @@ impl TestServer {
             ..Config::default()
         };
         tweak(&mut config);
+        shared_master_key(&mut config);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let (stop, stopped) = oneshot::channel::<()>();
         let server = payrail::launch(config, listener, async move {
@@ -79,6 +82,7 @@ impl TestServer {
             client,
             clock,
             store: server.store.clone(),
+            secrets: server.secrets.clone(),
             dir,
             cert_pem,
             stop: Some(stop),
@@ -243,6 +247,24 @@ macro_rules! on_postgres_only {
             }
         }
     )*};
+}
+
+/// On PostgreSQL, instances in different data directories often share one test database, and
+/// every instance on a database needs the same master key (SPEC S4): unless the test chose a key
+/// file, use one per database, kept outside any data directory.
+fn shared_master_key(config: &mut Config) {
+    let Some(url) = config.database_url.as_deref().filter(|u| u.starts_with("postgres")) else { return };
+    if config.master_key_file.is_some() {
+        return;
+    }
+    let name = url.rsplit('/').next().unwrap_or("db").split('?').next().unwrap_or("db").to_owned();
+    let dir = std::env::temp_dir().join(format!("payrail-test-keys-{}", std::process::id()));
+    payrail::base::private_fs::ensure_private_dir(&dir).expect("a private key directory");
+    let path = dir.join(format!("{name}.key"));
+    if !path.exists() {
+        let _ = payrail::base::secret_box::SecretBox::generate_file(&path); // a racing test may win: same file
+    }
+    config.master_key_file = Some(path);
 }
 
 pub fn client_trusting(pem: &[u8]) -> reqwest::Client {

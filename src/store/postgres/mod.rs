@@ -28,6 +28,7 @@ use super::key_cache::KeyEntries;
 use super::reply_cache::{self, ReplyCache};
 use super::{Claim, ClaimToken, Filter, FoundKey, ListQuery, Page, Store, StoredObject, StoredReply, WriteBatch, abandoned};
 use crate::base::api_key::{ApiKey, KeyHash, KeyHasher, Scope};
+use crate::base::secret_box::{self, SecretBox};
 use crate::base::time::Timestamp;
 use crate::error::{Error, Result};
 
@@ -80,7 +81,9 @@ impl PostgresStore {
     }
 
     /// Connects, applies migrations (under an advisory lock) and builds the pool.
-    pub async fn open(url: &str, pool_max: usize) -> anyhow::Result<Self> {
+    /// The key pepper is sealed under `secrets` (sealed in place if an older release left it
+    /// plain).
+    pub async fn open(url: &str, pool_max: usize, secrets: &SecretBox) -> anyhow::Result<Self> {
         let mut config = tokio_postgres::Config::from_str(url).map_err(|e| anyhow::anyhow!("invalid database URL {}: {e}", redact(url)))?;
         if config.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
             anyhow::bail!("sslmode=require is not supported by this build: reach PostgreSQL over a private network or a local TLS tunnel");
@@ -94,7 +97,7 @@ impl PostgresStore {
             .map_err(|e| anyhow::anyhow!("cannot reach PostgreSQL at {}: {}", redact(url), crate::error::chain(&e)))?;
         let driver = tokio::spawn(connection);
         migrations::apply(&mut client).await?;
-        let pepper = load_pepper(&client).await?;
+        let pepper = load_pepper(&client, secrets).await?;
         drop(client);
         let _ = driver.await;
         let manager = Manager::from_config(config.clone(), NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
@@ -158,11 +161,25 @@ async fn commit_alone(pool: &Pool, batch: WriteBatch) -> Result<()> {
     Ok(())
 }
 
-async fn load_pepper(client: &tokio_postgres::Client) -> anyhow::Result<Vec<u8>> {
+/// The per-database secret keys are hashed under, stored sealed; made by the first instance.
+/// A plain pepper left by an older release is sealed in place by a compare-and-set, so
+/// instances starting together cannot clash: one update wins, the others change nothing (and
+/// all hold the same pepper either way).
+async fn load_pepper(client: &tokio_postgres::Client, secrets: &SecretBox) -> anyhow::Result<Vec<u8>> {
     let mut fresh = [0u8; 32];
     rand::rng().fill_bytes(&mut fresh);
-    client.execute("INSERT INTO settings (name, value) VALUES ('key_pepper', $1) ON CONFLICT (name) DO NOTHING", &[&&fresh[..]]).await?;
-    Ok(client.query_one("SELECT value FROM settings WHERE name = 'key_pepper'", &[]).await?.get(0))
+    let sealed = secrets.seal(&fresh, secret_box::PEPPER_PURPOSE);
+    let name = secret_box::PEPPER_SETTING;
+    client.execute("INSERT INTO settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING", &[&name, &sealed]).await?;
+    let stored: Vec<u8> = client.query_one("SELECT value FROM settings WHERE name = $1", &[&name]).await?.get(0);
+    let (pepper, reseal) = secret_box::open_pepper(secrets, &stored)?;
+    if let Some(sealed) = reseal {
+        let n = client.execute("UPDATE settings SET value = $1 WHERE name = $2 AND value = $3", &[&sealed, &name, &stored]).await?;
+        if n == 1 {
+            tracing::info!(key = %secrets.newest_id(), "sealed the API key pepper under the master key (it was stored plain)");
+        }
+    }
+    Ok(pepper)
 }
 
 /// A database error: unreachable is 503 (retry), a lost race is a retryable conflict, the
@@ -425,6 +442,18 @@ impl Store for PostgresStore {
         let rows = self.query("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint", &[]).await?;
         let horizon: i64 = rows.first().map_or(0, |row| row.get(0));
         Ok((horizon << RANK_BITS) - 1)
+    }
+
+    async fn setting(&self, name: &str) -> Result<Option<Vec<u8>>> {
+        let rows = self.query("SELECT value FROM settings WHERE name = $1", &[&name]).await?;
+        Ok(rows.first().map(|row| row.get(0)))
+    }
+
+    async fn replace_setting(&self, name: &str, old: &[u8], new: &[u8]) -> Result<bool> {
+        let client = self.client().await?;
+        let n =
+            client.execute("UPDATE settings SET value = $1 WHERE name = $2 AND value = $3", &[&new, &name, &old]).await.map_err(db_err)?;
+        Ok(n == 1)
     }
 
     async fn purge_replies(&self, now: Timestamp, batch_max: usize) -> Result<usize> {

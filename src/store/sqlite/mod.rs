@@ -28,6 +28,8 @@ use super::{
     Claim, ClaimToken, Filter, FoundKey, ListQuery, Page, Store, StoredObject, StoredReply, WriteBatch, backend_error, claim_lost,
 };
 use crate::base::api_key::{ApiKey, KeyHash, KeyHasher, Scope};
+use crate::base::private_fs;
+use crate::base::secret_box::{self, SecretBox};
 use crate::base::time::Timestamp;
 use crate::error::{Error, Result};
 use crate::store::sql::escape_like;
@@ -75,7 +77,8 @@ pub struct ServeLock {
 
 pub fn lock_for_serving(db_path: &Path) -> anyhow::Result<ServeLock> {
     let lock_path = PathBuf::from(format!("{}.lock", db_path.display()));
-    let file = File::options().create(true).truncate(false).write(true).open(&lock_path)?;
+    let file = private_fs::options().create(true).truncate(false).write(true).open(&lock_path)?;
+    private_fs::tighten_file(&lock_path)?;
     match file.try_lock() {
         Ok(()) => Ok(ServeLock { _file: file }),
         Err(_) => anyhow::bail!(
@@ -88,14 +91,13 @@ pub fn lock_for_serving(db_path: &Path) -> anyhow::Result<ServeLock> {
 
 impl SqliteStore {
     /// Opens (creating if needed) the database, applies migrations and starts the writer thread.
-    pub fn open(path: &Path) -> anyhow::Result<Self> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)?;
-        }
-        let mut conn = Connection::open(path)?;
+    /// The key pepper is sealed under `secrets` (sealed in place if an older release left it
+    /// plain).
+    pub fn open(path: &Path, secrets: &SecretBox) -> anyhow::Result<Self> {
+        let mut conn = open_private(path)?;
         configure(&conn)?;
         migrations::apply(&mut conn)?;
-        let hasher = KeyHasher::new(load_pepper(&conn)?);
+        let hasher = KeyHasher::new(load_pepper(&conn, secrets)?);
         let readers = (0..READERS).map(|_| open_reader(path).map(Mutex::new)).collect::<anyhow::Result<Vec<_>>>()?;
         conn.pragma_update(None, "wal_autocheckpoint", writer::WRITER_AUTOCHECKPOINT_PAGES)?;
         // Ids and idempotency keys are random, so inserts land all over their indexes: with
@@ -124,7 +126,7 @@ impl SqliteStore {
 
     /// Only migrates (the `payrail migrate` command).
     pub fn migrate(path: &Path) -> anyhow::Result<()> {
-        let mut conn = Connection::open(path)?;
+        let mut conn = open_private(path)?;
         configure(&conn)?;
         migrations::apply(&mut conn)
     }
@@ -149,6 +151,19 @@ impl SqliteStore {
     }
 }
 
+/// Opens the database file, creating it 0600 first: SQLite gives its `-wal` and `-shm` files
+/// the database file's mode, so all three stay the owner's alone (SPEC S4).
+fn open_private(path: &Path) -> anyhow::Result<Connection> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        private_fs::ensure_private_dir(dir)?;
+    }
+    private_fs::touch(path)?;
+    for suffix in ["-wal", "-shm", "-journal"] {
+        private_fs::tighten_file(&PathBuf::from(format!("{}{suffix}", path.display())))?;
+    }
+    Ok(Connection::open(path)?)
+}
+
 fn configure(conn: &Connection) -> rusqlite::Result<()> {
     conn.busy_timeout(std::time::Duration::from_millis(writer::BUSY_TIMEOUT_MS))?;
     // WAL with FULL sync: a commit is on disk (WAL fsynced) before it returns (SPEC S3).
@@ -169,12 +184,26 @@ fn open_reader(path: &Path) -> anyhow::Result<Connection> {
     Ok(conn)
 }
 
-/// The per-database secret keys are hashed under; made once, by whichever process comes first.
-fn load_pepper(conn: &Connection) -> anyhow::Result<Vec<u8>> {
+/// The per-database secret keys are hashed under; made once, by whichever process comes first,
+/// and stored sealed. A plain pepper left by an older release is sealed in place; the update
+/// only applies if the value is still the plain one, so racing processes cannot clash.
+fn load_pepper(conn: &Connection, secrets: &SecretBox) -> anyhow::Result<Vec<u8>> {
     let mut fresh = [0u8; 32];
     rand::rng().fill_bytes(&mut fresh);
-    conn.execute("INSERT OR IGNORE INTO settings (name, value) VALUES ('key_pepper', ?1)", [&fresh[..]])?;
-    Ok(conn.query_row("SELECT value FROM settings WHERE name = 'key_pepper'", [], |row| row.get(0))?)
+    let sealed = secrets.seal(&fresh, secret_box::PEPPER_PURPOSE);
+    conn.execute("INSERT OR IGNORE INTO settings (name, value) VALUES (?1, ?2)", params![secret_box::PEPPER_SETTING, sealed])?;
+    let stored: Vec<u8> = conn.query_row("SELECT value FROM settings WHERE name = ?1", [secret_box::PEPPER_SETTING], |row| row.get(0))?;
+    let (pepper, reseal) = secret_box::open_pepper(secrets, &stored)?;
+    if let Some(sealed) = reseal {
+        let n = conn.execute(
+            "UPDATE settings SET value = ?1 WHERE name = ?2 AND value = ?3",
+            params![sealed, secret_box::PEPPER_SETTING, stored],
+        )?;
+        if n == 1 {
+            tracing::info!(key = %secrets.newest_id(), "sealed the API key pepper under the master key (it was stored plain)");
+        }
+    }
+    Ok(pepper)
 }
 
 pub(crate) fn row_err(err: rusqlite::Error) -> Error {
@@ -472,6 +501,24 @@ impl Store for SqliteStore {
             conn.prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM objects WHERE org_id = ?1 AND live_mode = ?2 AND kind = ?3")?
                 .query_row(params![scope.organization_id, scope.live_mode, kind], |row| row.get(0))
         })
+    }
+
+    async fn setting(&self, name: &str) -> Result<Option<Vec<u8>>> {
+        self.read(|conn| conn.prepare_cached("SELECT value FROM settings WHERE name = ?1")?.query_row([name], |row| row.get(0)).optional())
+    }
+
+    async fn replace_setting(&self, name: &str, old: &[u8], new: &[u8]) -> Result<bool> {
+        // Rare (a master key rewrap): its own short connection rather than a writer job.
+        let path = self.path.clone();
+        let (name, old, new) = (name.to_owned(), old.to_vec(), new.to_vec());
+        tokio::task::spawn_blocking(move || -> rusqlite::Result<bool> {
+            let conn = Connection::open(&path)?;
+            configure(&conn)?;
+            Ok(conn.execute("UPDATE settings SET value = ?1 WHERE name = ?2 AND value = ?3", params![new, name, old])? == 1)
+        })
+        .await
+        .map_err(|e| backend_error("sqlite", e))?
+        .map_err(row_err)
     }
 
     async fn purge_replies(&self, now: Timestamp, batch_max: usize) -> Result<usize> {

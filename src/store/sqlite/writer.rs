@@ -341,7 +341,8 @@ mod tests {
         use crate::store::Store;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c.db");
-        let store = super::super::SqliteStore::open(&path).unwrap();
+        let secrets = crate::base::secret_box::SecretBox::from_keys(&[crate::base::secret_box::generate_key()]);
+        let store = super::super::SqliteStore::open(&path, &secrets).unwrap();
         for i in 0..300 {
             let mut batch = WriteBatch::default();
             batch.push(insert(&format!("cp_{i}")));
