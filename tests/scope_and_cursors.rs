@@ -5,6 +5,7 @@
 //! - SPEC L6 (with L1): list cursors are opaque, bound to their tenant and list, and paging stays
 //!   exact.
 
+#[macro_use]
 mod common;
 
 use std::sync::Arc;
@@ -156,6 +157,7 @@ fn assert_invalid(reply: &Reply, parameter: &str, what: &str) {
 // I2 (amended): a rolled key's successor shares its predecessor's idempotency scope
 // ---------------------------------------------------------------------------------------------
 
+on_both_stores! {
 #[tokio::test]
 async fn i2_a_rolled_keys_successor_replays_its_predecessors_reply() {
     let server = TestServer::start().await;
@@ -171,7 +173,9 @@ async fn i2_a_rolled_keys_successor_replays_its_predecessors_reply() {
     assert_eq!(retry.body, first.body, "byte for byte");
     assert_eq!(list_ids(&server, "/api/payment_orders", &successor).await.len(), 1, "one payment order, not two");
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn i2_a_successor_of_a_successor_still_replays() {
     let server = TestServer::start().await;
@@ -192,7 +196,9 @@ async fn i2_a_successor_of_a_successor_still_replays() {
     assert_eq!((from_first.replayed.as_deref(), from_first.body), (Some("true"), late.body));
     assert_eq!(list_ids(&server, "/api/counterparties", &third).await.len(), 2);
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn i2_a_claim_held_by_the_predecessor_makes_the_successor_409() {
     let server = TestServer::start().await;
@@ -224,7 +230,9 @@ async fn i2_a_claim_held_by_the_predecessor_makes_the_successor_409() {
     assert_eq!(after.body, original);
     assert_eq!(list_ids(&server, "/api/counterparties", &successor).await.len(), 1);
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn i2_two_independent_keys_in_one_organization_both_execute() {
     let server = TestServer::start().await;
@@ -240,7 +248,9 @@ async fn i2_two_independent_keys_in_one_organization_both_execute() {
     assert_eq!((again.replayed.as_deref(), &again.body), (Some("true"), &first.body));
     assert_eq!(list_ids(&server, "/api/counterparties", &a).await.len(), 2);
 }
+}
 
+on_both_stores! {
 /// `payrail keys roll` run as a separate process on the server's database.
 #[tokio::test]
 async fn i2_cli_keys_roll_successor_replays() {
@@ -265,6 +275,7 @@ async fn i2_cli_keys_roll_successor_replays() {
     let retry = post_idem(&server, "/api/counterparties", &successor, "cli-roll", &json!({"name": "Cli"})).await;
     assert_eq!((retry.status, retry.replayed.as_deref()), (201, Some("true")));
     assert_eq!(retry.body, first.body);
+}
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -381,6 +392,7 @@ struct Mine {
     external_path: String,
 }
 
+on_both_stores! {
 #[tokio::test]
 async fn e2_every_foreign_id_in_a_body_is_a_422_naming_it_and_creates_nothing() {
     let server = TestServer::start_with(|c| c.sandbox_step_ms = 3_600_000).await;
@@ -424,7 +436,9 @@ async fn e2_every_foreign_id_in_a_body_is_a_422_naming_it_and_creates_nothing() 
     );
     assert_eq!(docs_after, docs_before, "PATCHes changed nothing");
 }
+}
 
+on_both_stores! {
 /// MT links a payment order to the counterparty that owns its receiving account; a body naming
 /// another counterparty than that one is refused rather than half-honoured.
 #[tokio::test]
@@ -453,6 +467,7 @@ async fn e2_counterparty_id_must_own_the_receiving_account() {
             .1;
     assert_eq!(account["counterparty_id"], owner.as_str(), "{account}");
 }
+}
 
 // ---------------------------------------------------------------------------------------------
 // L6 and L1: cursors
@@ -473,6 +488,7 @@ async fn counterparties(server: &TestServer, key: &Key, n: usize, prefix: &str) 
     ids
 }
 
+on_both_stores! {
 #[tokio::test]
 async fn l6_a_cursor_reveals_nothing_of_other_tenants_writes() {
     let server = TestServer::start().await;
@@ -498,7 +514,9 @@ async fn l6_a_cursor_reveals_nothing_of_other_tenants_writes() {
     }
     assert!(next.windows(2).all(|w| w[0] == w[1]), "{next:?}");
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn l6_a_cursor_is_refused_in_another_tenant_list_or_mode_and_when_tampered() {
     let server = TestServer::start().await;
@@ -533,7 +551,9 @@ async fn l6_a_cursor_is_refused_in_another_tenant_list_or_mode_and_when_tampered
     let (status, body, _) = page(&server, &a_again, &format!("/api/counterparties?per_page=1&after_cursor={cursor}")).await;
     assert_eq!(status, 200, "{body}");
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn l1_paging_60_items_by_25_gives_each_once_newest_first_while_rows_are_inserted() {
     let server = TestServer::start().await;
@@ -557,4 +577,5 @@ async fn l1_paging_60_items_by_25_gives_each_once_newest_first_while_rows_are_in
     }
     assert_eq!(sizes, vec![25, 25, 10], "the last page has items and an empty cursor");
     assert_eq!(seen, made, "all 60, once each, newest first");
+}
 }

@@ -3,6 +3,7 @@
 //! pepper) are sealed under a master key that can live outside the data directory, with a
 //! rotation that keeps everything working. Every test runs on both stores.
 
+#[macro_use]
 mod common;
 
 use std::path::{Path, PathBuf};
@@ -224,6 +225,7 @@ async fn launch_error(config: Config) -> String {
     }
 }
 
+on_both_stores! {
 #[cfg(unix)]
 #[tokio::test]
 async fn s4_data_dir_is_0700_files_0600_and_no_secret_is_stored_in_clear() {
@@ -262,7 +264,9 @@ async fn s4_data_dir_is_0700_files_0600_and_no_secret_is_stored_in_clear() {
     assert_signed_delivery(&server, &key, &receiver, &secret, "After Restart").await;
     server.stop().await;
 }
+}
 
+on_both_stores! {
 #[cfg(unix)]
 #[tokio::test]
 async fn s4_a_wider_data_dir_and_files_are_tightened_at_start() {
@@ -286,7 +290,9 @@ async fn s4_a_wider_data_dir_and_files_are_tightened_at_start() {
     let loose: Vec<_> = walk(&data_dir(root.path())).into_iter().filter(|(_, m)| *m != 0o600).collect();
     assert!(loose.is_empty(), "{loose:?}");
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn s4_another_master_key_refuses_to_start_instead_of_signing_wrong() {
     let root = tempfile::tempdir().unwrap();
@@ -304,7 +310,9 @@ async fn s4_another_master_key_refuses_to_start_instead_of_signing_wrong() {
     assert!(err.contains("master key"), "a clear message: {err}");
     assert!(err.contains("--master-key-file"), "it says which setting to check: {err}");
 }
+}
 
+on_both_stores! {
 #[cfg(unix)]
 #[tokio::test]
 async fn s4_a_master_key_file_readable_by_group_is_refused() {
@@ -320,6 +328,7 @@ async fn s4_a_master_key_file_readable_by_group_is_refused() {
     std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600)).unwrap();
     let err = launch_error(config_for(root.path(), |c| c.master_key_file = Some(key_file.clone())).await).await;
     assert!(err.contains("not a 256-bit key") && !err.contains("dG9v"), "{err}");
+}
 }
 
 /// `payrail ARGS...` on the test's data directory and database; panics unless it succeeds.
@@ -343,6 +352,7 @@ fn run(args: &[&str], root: &Path, key_file: Option<&Path>) -> String {
     stdout.into_owned()
 }
 
+on_both_stores! {
 #[tokio::test]
 async fn s4_rotation_beside_a_running_server_keeps_keys_webhooks_and_replays_working() {
     let root = tempfile::tempdir().unwrap();
@@ -396,6 +406,7 @@ async fn s4_rotation_beside_a_running_server_keeps_keys_webhooks_and_replays_wor
     assert_replay(&server, &key, &format!("{}?2", receiver.url()), "hook-2", &created_2).await;
     assert_signed_delivery(&server, &key, &receiver, &secret, "After Retire").await;
     server.stop().await;
+}
 }
 
 #[cfg(unix)]

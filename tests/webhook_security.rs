@@ -4,6 +4,7 @@
 //! that say nothing about the receiver's network. Runs on SQLite and, with
 //! `PAYRAIL_TEST_DATABASE_URL`, on PostgreSQL.
 
+#[macro_use]
 mod common;
 
 use std::net::{IpAddr, ToSocketAddrs};
@@ -178,6 +179,7 @@ async fn wait_until<F: std::future::Future<Output = bool>>(what: &str, limit: Du
     }
 }
 
+on_both_stores! {
 #[tokio::test]
 async fn w4_endpoints_per_tenant_are_capped_and_an_event_fans_out_once_per_endpoint() {
     let server = TestServer::start_with(fast).await;
@@ -230,7 +232,9 @@ async fn w4_endpoints_per_tenant_are_capped_and_an_event_fans_out_once_per_endpo
     assert_eq!(create_endpoint(&server, &key, &receiver.url()).await.0, 201);
     assert_eq!(create_endpoint(&server, &key, &receiver.url()).await.0, 422);
 }
+}
 
+on_both_stores! {
 #[tokio::test]
 async fn w4_concurrent_creates_never_pass_the_cap() {
     let first = TestServer::start_with(fast).await;
@@ -266,7 +270,9 @@ async fn w4_concurrent_creates_never_pass_the_cap() {
     assert_eq!(created, ENDPOINTS_MAX, "exactly the cap, never more");
     assert_eq!(endpoint_ids(&first, &key).await.len(), ENDPOINTS_MAX);
 }
+}
 
+on_both_stores! {
 /// Tenant A has endpoints whose receivers never answer and a backlog of events; tenant B's one
 /// healthy receiver must still get its event promptly (SPEC W4).
 #[tokio::test]
@@ -299,6 +305,7 @@ async fn w4_hanging_receivers_of_one_tenant_do_not_delay_another() {
         worst = worst.max(latency);
     }
     assert!(worst < Duration::from_millis(1_500), "tenant B waited {worst:?} behind tenant A's hanging receivers");
+}
 }
 
 /// The spellings of non-public addresses a live endpoint must refuse (SPEC W5).
@@ -352,6 +359,7 @@ const LIVE_REFUSED: &[&str] = &[
     "https://[2001:db8::1]/hook",
 ];
 
+on_both_stores! {
 #[tokio::test]
 async fn w5_live_refuses_loopback_and_private_hosts_in_every_spelling() {
     let server = TestServer::start().await;
@@ -371,6 +379,7 @@ async fn w5_live_refuses_loopback_and_private_hosts_in_every_spelling() {
     // A public https URL is still fine.
     assert_eq!(create_endpoint(&server, &live, "https://hooks.example.com/payrail").await.0, 201);
 }
+}
 
 /// A name on this machine (its host name, from /etc/hosts) that resolves to loopback without
 /// being a `localhost` name, if there is one.
@@ -380,6 +389,7 @@ fn name_resolving_to_loopback() -> Option<String> {
     (!addrs.is_empty() && addrs.iter().all(IpAddr::is_loopback) && !hostname.contains("localhost")).then_some(hostname)
 }
 
+on_both_stores! {
 #[tokio::test]
 async fn w5_live_refuses_names_that_resolve_to_loopback() {
     let server = TestServer::start().await;
@@ -402,7 +412,9 @@ async fn w5_live_refuses_names_that_resolve_to_loopback() {
         assert_eq!(create_endpoint(&server, &sandbox, &format!("https://{name}:9/hook")).await.0, 201, "{name}");
     }
 }
+}
 
+on_both_stores! {
 /// Stored failures say one of four things, never the operating system's words (SPEC W5).
 #[tokio::test]
 async fn w5_delivery_failures_say_only_timeout_connection_tls_or_status() {
@@ -433,6 +445,7 @@ async fn w5_delivery_failures_say_only_timeout_connection_tls_or_status() {
         eprintln!("w5: {url} -> {error:?}");
         assert_eq!(error, *expected, "{url}");
     }
+}
 }
 
 /// The `last_error` of the endpoint's first attempted delivery, waiting (bounded) for one.
