@@ -268,6 +268,9 @@ async fn i2_cli_keys_roll_successor_replays() {
     if let Some(url) = common::test_database_url(server.dir.path()).await {
         command.arg("--database-url").arg(url);
     }
+    if let Some(path) = &server.master_key_file {
+        command.arg("--master-key-file").arg(path);
+    }
     let output = command.args(["keys", "roll", &key.id, "--json"]).output().expect("run payrail keys roll");
     assert!(output.status.success(), "keys roll: {}", String::from_utf8_lossy(&output.stderr));
     let rolled: Value = serde_json::from_slice(&output.stdout).expect("--json prints one object");

@@ -23,6 +23,9 @@ pub struct TestServer {
     pub store: Arc<dyn Store>,
     /// The server's master key ring (what the command line would open).
     pub secrets: Arc<payrail::base::secret_box::SecretBox>,
+    /// The master key file the server reads when it is not the data directory's own
+    /// (`--master-key-file` for a command run beside it).
+    pub master_key_file: Option<std::path::PathBuf>,
     pub dir: tempfile::TempDir,
     pub cert_pem: Vec<u8>,
     stop: Option<oneshot::Sender<()>>,
@@ -60,6 +63,7 @@ impl TestServer {
         };
         tweak(&mut config);
         shared_master_key(&mut config);
+        let master_key_file = config.master_key_file.clone();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let (stop, stopped) = oneshot::channel::<()>();
         let server = payrail::launch(config, listener, async move {
@@ -83,6 +87,7 @@ impl TestServer {
             clock,
             store: server.store.clone(),
             secrets: server.secrets.clone(),
+            master_key_file,
             dir,
             cert_pem,
             stop: Some(stop),
