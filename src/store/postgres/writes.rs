@@ -6,11 +6,14 @@
 
 use deadpool_postgres::Transaction;
 use futures_util::future::join_all;
+use tokio_postgres::Statement;
+use tokio_postgres::types::ToSql;
 
 use super::db_err;
+use crate::base::api_key::{ApiKey, KeyHash};
 use crate::error::{Error, Result};
 use crate::store::sql::kind_str;
-use crate::store::{ClaimToken, ObjectRecord, Write, claim_lost};
+use crate::store::{ClaimToken, ObjectRecord, StoredReply, Write, claim_lost};
 
 /// Releases the request's claim inside the commit's transaction; no row means the claim is no
 /// longer ours, and the commit must not happen (see migration 0004).
@@ -100,6 +103,7 @@ fn single_statement(write: &Write) -> Option<&'static str> {
     })
 }
 
+/// Applies one write: a statement of its own, or (a replace, a cap) a few dependent ones.
 async fn apply(tx: &Transaction<'_>, write: &Write) -> Result<()> {
     let Some(sql) = single_statement(write) else {
         return match write {
@@ -111,82 +115,33 @@ async fn apply(tx: &Transaction<'_>, write: &Write) -> Result<()> {
         };
     };
     let statement = tx.prepare_cached(sql).await.map_err(db_err)?;
-    let affected = match write {
-        Write::Insert(record) => {
-            let (names, values) = term_columns(record);
-            let scope = &record.scope;
-            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 9] = [
-                &record.id,
-                &record.kind,
-                &scope.organization_id,
-                &scope.live_mode,
-                &record.parent_id,
-                &record.created_at.as_micros(),
-                &record.doc,
-                &names,
-                &values,
-            ];
-            tx.execute(&statement, &params).await
-        }
-        Write::Delete { kind, scope, id } => deleted(tx.query_one(&statement, &[id, kind, &scope.organization_id, &scope.live_mode]).await),
-        Write::Require { kind, scope, id, .. } => tx.execute(&statement, &[id, kind, &scope.organization_id, &scope.live_mode]).await,
+    let affected = execute(tx, &statement, write).await.map_err(db_err)?;
+    check_affected(write, affected)
+}
+
+/// Runs a single-statement write; how many rows it touched.
+async fn execute(tx: &Transaction<'_>, statement: &Statement, write: &Write) -> Result<u64, tokio_postgres::Error> {
+    match write {
+        Write::Insert(record) => insert_object(tx, statement, record).await,
+        Write::Delete { kind, scope, id } => deleted(tx.query_one(statement, &[id, kind, &scope.organization_id, &scope.live_mode]).await),
+        Write::Require { kind, scope, id, .. } => tx.execute(statement, &[id, kind, &scope.organization_id, &scope.live_mode]).await,
         Write::DeleteChildren { kind, scope, parent_id } => {
-            deleted(tx.query_one(&statement, &[kind, &scope.organization_id, &scope.live_mode, parent_id]).await)
+            deleted(tx.query_one(statement, &[kind, &scope.organization_id, &scope.live_mode, parent_id]).await)
         }
-        Write::InsertApiKey { key, hash } => {
-            tx.execute(
-                &statement,
-                &[
-                    &key.id,
-                    &&hash.0[..],
-                    &key.name,
-                    &key.organization_id,
-                    &key.live_mode,
-                    &key.created_at.as_micros(),
-                    &key.updated_at.as_micros(),
-                    &key.expires_at.map(|t| t.as_micros()),
-                    &key.decommissioned_at.map(|t| t.as_micros()),
-                    &key.idempotency_scope,
-                ],
-            )
-            .await
-        }
-        Write::UpdateApiKey(key) => {
-            tx.execute(
-                &statement,
-                &[
-                    &key.id,
-                    &key.name,
-                    &key.updated_at.as_micros(),
-                    &key.expires_at.map(|t| t.as_micros()),
-                    &key.decommissioned_at.map(|t| t.as_micros()),
-                ],
-            )
-            .await
-        }
-        Write::SaveReply(reply) => {
-            tx.execute(
-                &statement,
-                &[
-                    &reply.api_key_id,
-                    &reply.key,
-                    &i32::from(reply.status),
-                    &reply.content_type,
-                    &&reply.body[..],
-                    &&reply.fingerprint[..],
-                    &reply.created_at.as_micros(),
-                    &reply.expires_at.as_micros(),
-                ],
-            )
-            .await
-        }
+        Write::InsertApiKey { key, hash } => insert_api_key(tx, statement, key, hash).await,
+        Write::UpdateApiKey(key) => update_api_key(tx, statement, key).await,
+        Write::SaveReply(reply) => save_reply(tx, statement, reply).await,
         Write::PurgeReplies { keys, before } => {
             let (ids, names): (Vec<String>, Vec<String>) = keys.iter().cloned().unzip();
-            tx.execute(&statement, &[&ids, &names, &before.as_micros()]).await
+            tx.execute(statement, &[&ids, &names, &before.as_micros()]).await
         }
-        Write::Replace { .. } | Write::Cap { .. } => return Err(Error::internal("a replace or a cap has no single statement")),
+        // `single_statement` gives these none, so `apply` never sends them here.
+        Write::Replace { .. } | Write::Cap { .. } => unreachable!("a replace or a cap has no single statement"),
     }
-    .map_err(db_err)?;
+}
+
+/// What a write that touched no row means: a 404, a 422 naming the missing reference, or nothing.
+fn check_affected(write: &Write, affected: u64) -> Result<()> {
     match write {
         Write::Delete { kind, .. } if affected == 0 => Err(Error::not_found(&kind_str(kind))),
         Write::Require { kind, parameter, .. } if affected == 0 => {
@@ -195,6 +150,56 @@ async fn apply(tx: &Transaction<'_>, write: &Write) -> Result<()> {
         Write::UpdateApiKey(_) if affected == 0 => Err(Error::not_found("api key")),
         _ => Ok(()),
     }
+}
+
+async fn insert_object(tx: &Transaction<'_>, statement: &Statement, record: &ObjectRecord) -> Result<u64, tokio_postgres::Error> {
+    let (names, values) = term_columns(record);
+    let scope = &record.scope;
+    let created_at = record.created_at.as_micros();
+    let params: [&(dyn ToSql + Sync); 9] =
+        [&record.id, &record.kind, &scope.organization_id, &scope.live_mode, &record.parent_id, &created_at, &record.doc, &names, &values];
+    tx.execute(statement, &params).await
+}
+
+async fn insert_api_key(tx: &Transaction<'_>, statement: &Statement, key: &ApiKey, hash: &KeyHash) -> Result<u64, tokio_postgres::Error> {
+    let params: [&(dyn ToSql + Sync); 10] = [
+        &key.id,
+        &&hash.0[..],
+        &key.name,
+        &key.organization_id,
+        &key.live_mode,
+        &key.created_at.as_micros(),
+        &key.updated_at.as_micros(),
+        &key.expires_at.map(|t| t.as_micros()),
+        &key.decommissioned_at.map(|t| t.as_micros()),
+        &key.idempotency_scope,
+    ];
+    tx.execute(statement, &params).await
+}
+
+async fn update_api_key(tx: &Transaction<'_>, statement: &Statement, key: &ApiKey) -> Result<u64, tokio_postgres::Error> {
+    let params: [&(dyn ToSql + Sync); 5] = [
+        &key.id,
+        &key.name,
+        &key.updated_at.as_micros(),
+        &key.expires_at.map(|t| t.as_micros()),
+        &key.decommissioned_at.map(|t| t.as_micros()),
+    ];
+    tx.execute(statement, &params).await
+}
+
+async fn save_reply(tx: &Transaction<'_>, statement: &Statement, reply: &StoredReply) -> Result<u64, tokio_postgres::Error> {
+    let params: [&(dyn ToSql + Sync); 8] = [
+        &reply.api_key_id,
+        &reply.key,
+        &i32::from(reply.status),
+        &reply.content_type,
+        &&reply.body[..],
+        &&reply.fingerprint[..],
+        &reply.created_at.as_micros(),
+        &reply.expires_at.as_micros(),
+    ];
+    tx.execute(statement, &params).await
 }
 
 /// How many objects a delete statement removed (its one row is their count).

@@ -12,6 +12,7 @@ use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use tokio::sync::oneshot;
 
 use super::{reply_slots, row_err};
+use crate::base::api_key::{ApiKey, KeyHash, Scope};
 use crate::error::{Error, Result};
 use crate::store::sql::kind_str;
 use crate::store::{ObjectRecord, Write, WriteBatch, abandoned, backend_error};
@@ -149,76 +150,26 @@ fn apply_gated(tx: &Transaction<'_>, batch: &WriteBatch) -> Result<()> {
     }
 }
 
+/// Applies one write of a batch inside the writer's transaction.
 fn apply(tx: &Transaction<'_>, write: &Write) -> Result<()> {
     match write {
         Write::Insert(record) => insert_object(tx, record),
         Write::Replace { record, expected_version } => replace_object(tx, record, *expected_version),
-        Write::Delete { kind, scope, id } => {
-            let seq =
-                object_seq(tx, kind, &scope.organization_id, scope.live_mode, id)?.ok_or_else(|| Error::not_found(&kind_str(kind)))?;
-            tx.execute("DELETE FROM object_terms WHERE object_seq = ?1", [seq]).map_err(row_err)?;
-            tx.execute("DELETE FROM objects WHERE seq = ?1", [seq]).map_err(row_err)?;
-            Ok(())
-        }
-        Write::DeleteChildren { kind, scope, parent_id } => {
-            let params = params![kind, scope.organization_id, scope.live_mode, parent_id];
-            let filter = "kind = ?1 AND org_id = ?2 AND live_mode = ?3 AND parent_id = ?4";
-            tx.execute(&format!("DELETE FROM object_terms WHERE object_seq IN (SELECT seq FROM objects WHERE {filter})"), params)
-                .map_err(row_err)?;
-            tx.execute(&format!("DELETE FROM objects WHERE {filter}"), params).map_err(row_err)?;
-            Ok(())
-        }
+        Write::Delete { kind, scope, id } => delete_object(tx, kind, scope, id),
+        Write::DeleteChildren { kind, scope, parent_id } => delete_children(tx, kind, scope, parent_id),
         Write::Require { kind, scope, id, parameter } => match object_seq(tx, kind, &scope.organization_id, scope.live_mode, id)? {
             Some(_) => Ok(()),
             None => Err(Error::invalid(parameter.clone(), format!("{parameter} does not name an existing {}", kind_str(kind)))),
         },
         Write::Cap { kind, scope, max, parameter, message } => {
-            // One writer thread: nothing commits between this count and the batch's inserts.
-            let limit = i64::try_from(*max).unwrap_or(i64::MAX);
-            let held: i64 = tx
-                .prepare_cached("SELECT count(*) FROM (SELECT 1 FROM objects WHERE org_id = ?1 AND live_mode = ?2 AND kind = ?3 LIMIT ?4)")
-                .and_then(|mut st| st.query_row(params![scope.organization_id, scope.live_mode, kind, limit], |row| row.get(0)))
-                .map_err(row_err)?;
-            if held >= limit { Err(Error::invalid(parameter.clone(), message.clone())) } else { Ok(()) }
+            if within_cap(tx, kind, scope, *max)? {
+                Ok(())
+            } else {
+                Err(Error::invalid(parameter.clone(), message.clone()))
+            }
         }
-        Write::InsertApiKey { key, hash } => {
-            tx.prepare_cached(
-                "INSERT INTO api_keys (id, key_hash, name, organization_id, live_mode, created_at, updated_at, expires_at, decommissioned_at,
-                   idempotency_scope)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-            )
-            .and_then(|mut st| {
-                st.execute(params![
-                    key.id,
-                    &hash.0[..],
-                    key.name,
-                    key.organization_id,
-                    key.live_mode,
-                    key.created_at.as_micros(),
-                    key.updated_at.as_micros(),
-                    key.expires_at.map(|t| t.as_micros()),
-                    key.decommissioned_at.map(|t| t.as_micros()),
-                    key.idempotency_scope,
-                ])
-            })
-            .map_err(row_err)?;
-            Ok(())
-        }
-        Write::UpdateApiKey(key) => {
-            let changed = tx
-                .execute(
-                    "UPDATE api_keys SET name = ?2, updated_at = ?3, expires_at = ?4, decommissioned_at = ?5 WHERE id = ?1",
-                    params![
-                        key.id,
-                        key.name,
-                        key.updated_at.as_micros(),
-                        key.expires_at.map(|t| t.as_micros()),
-                        key.decommissioned_at.map(|t| t.as_micros()),
-                    ],
-                )
-                .map_err(row_err)?;
-            if changed == 0 { Err(Error::not_found("api key")) } else { Ok(()) }
-        }
+        Write::InsertApiKey { key, hash } => insert_api_key(tx, key, hash),
+        Write::UpdateApiKey(key) => update_api_key(tx, key),
         Write::PurgeReplies { keys, before } => {
             for (api_key_id, key) in keys {
                 reply_slots::delete_expired(tx, api_key_id, key, before.as_micros())?;
@@ -227,6 +178,73 @@ fn apply(tx: &Transaction<'_>, write: &Write) -> Result<()> {
         }
         Write::SaveReply(reply) => reply_slots::save(tx, reply),
     }
+}
+
+fn delete_object(tx: &Transaction<'_>, kind: &str, scope: &Scope, id: &str) -> Result<()> {
+    let seq = object_seq(tx, kind, &scope.organization_id, scope.live_mode, id)?.ok_or_else(|| Error::not_found(&kind_str(kind)))?;
+    tx.execute("DELETE FROM object_terms WHERE object_seq = ?1", [seq]).map_err(row_err)?;
+    tx.execute("DELETE FROM objects WHERE seq = ?1", [seq]).map_err(row_err)?;
+    Ok(())
+}
+
+fn delete_children(tx: &Transaction<'_>, kind: &str, scope: &Scope, parent_id: &str) -> Result<()> {
+    let params = params![kind, scope.organization_id, scope.live_mode, parent_id];
+    let filter = "kind = ?1 AND org_id = ?2 AND live_mode = ?3 AND parent_id = ?4";
+    tx.execute(&format!("DELETE FROM object_terms WHERE object_seq IN (SELECT seq FROM objects WHERE {filter})"), params)
+        .map_err(row_err)?;
+    tx.execute(&format!("DELETE FROM objects WHERE {filter}"), params).map_err(row_err)?;
+    Ok(())
+}
+
+/// Whether the tenant holds fewer than `max` objects of `kind` (SPEC W4). One writer thread:
+/// nothing commits between this count and the batch's inserts.
+fn within_cap(tx: &Transaction<'_>, kind: &str, scope: &Scope, max: usize) -> Result<bool> {
+    let limit = i64::try_from(max).unwrap_or(i64::MAX);
+    let held: i64 = tx
+        .prepare_cached("SELECT count(*) FROM (SELECT 1 FROM objects WHERE org_id = ?1 AND live_mode = ?2 AND kind = ?3 LIMIT ?4)")
+        .and_then(|mut st| st.query_row(params![scope.organization_id, scope.live_mode, kind, limit], |row| row.get(0)))
+        .map_err(row_err)?;
+    Ok(held < limit)
+}
+
+fn insert_api_key(tx: &Transaction<'_>, key: &ApiKey, hash: &KeyHash) -> Result<()> {
+    tx.prepare_cached(
+        "INSERT INTO api_keys (id, key_hash, name, organization_id, live_mode, created_at, updated_at, expires_at, decommissioned_at,
+           idempotency_scope)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+    )
+    .and_then(|mut st| {
+        st.execute(params![
+            key.id,
+            &hash.0[..],
+            key.name,
+            key.organization_id,
+            key.live_mode,
+            key.created_at.as_micros(),
+            key.updated_at.as_micros(),
+            key.expires_at.map(|t| t.as_micros()),
+            key.decommissioned_at.map(|t| t.as_micros()),
+            key.idempotency_scope,
+        ])
+    })
+    .map_err(row_err)?;
+    Ok(())
+}
+
+fn update_api_key(tx: &Transaction<'_>, key: &ApiKey) -> Result<()> {
+    let changed = tx
+        .execute(
+            "UPDATE api_keys SET name = ?2, updated_at = ?3, expires_at = ?4, decommissioned_at = ?5 WHERE id = ?1",
+            params![
+                key.id,
+                key.name,
+                key.updated_at.as_micros(),
+                key.expires_at.map(|t| t.as_micros()),
+                key.decommissioned_at.map(|t| t.as_micros()),
+            ],
+        )
+        .map_err(row_err)?;
+    if changed == 0 { Err(Error::not_found("api key")) } else { Ok(()) }
 }
 
 fn object_seq(tx: &Transaction<'_>, kind: &str, org: &str, live: bool, id: &str) -> Result<Option<i64>> {
