@@ -613,16 +613,12 @@ async fn cli_operations_create_list_and_delete_endpoints() {
 }
 }
 
-on_both_stores! {
+on_postgres_only! {
 /// Two servers on one PostgreSQL database (SPEC S2): each delivery is sent by one instance at
-/// a time, so a receiver that always answers 200 sees every event exactly once. Runs in the
-/// PostgreSQL pass (`PAYRAIL_TEST_DATABASE_URL`); on SQLite one server owns the file.
+/// a time, so a receiver that always answers 200 sees every event exactly once. PostgreSQL
+/// only: on SQLite one server owns the file.
 #[tokio::test]
 async fn w3_two_instances_send_each_delivery_once() {
-    if !common::on_postgres() {
-        eprintln!("w3_two_instances_send_each_delivery_once: runs in the PostgreSQL pass only");
-        return;
-    }
     let a = TestServer::start_with(fast).await;
     let url = common::test_database_url(a.dir.path()).await.expect("a PostgreSQL database");
     let b = TestServer::start_with(|c| {
