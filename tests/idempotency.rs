@@ -6,94 +6,22 @@
 #[macro_use]
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
+use common::wire::{REPLAYED, Reply, basic, list_ids, post_idem, reply, tls_connect};
 use common::{Key, TestServer, assert_error, json};
 use payrail::domain::api_key::Mode;
 use payrail::domain::time::Clock;
-use reqwest::Response;
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, ServerName};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 
-const REPLAYED: &str = "idempotent-replayed";
 const DAY_SECS: i64 = 24 * 60 * 60;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------------
-
-/// What a test keeps of a reply: status, the replay header, the raw body bytes.
-#[derive(Debug, Clone)]
-struct Reply {
-    status: u16,
-    replayed: Option<String>,
-    retry_after: Option<String>,
-    should_retry: Option<String>,
-    body: Vec<u8>,
-}
-
-impl Reply {
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|_| panic!("not JSON: {}", String::from_utf8_lossy(&self.body)))
-    }
-
-    fn id(&self) -> String {
-        self.json()["id"].as_str().unwrap_or_else(|| panic!("no id in {}", self.text())).to_owned()
-    }
-
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
-}
-
-async fn reply(response: Response) -> Reply {
-    let header = |name: &str| response.headers().get(name).map(|v| v.to_str().expect("header is text").to_owned());
-    let (status, replayed, retry_after, should_retry) =
-        (response.status().as_u16(), header(REPLAYED), header("retry-after"), header("x-should-retry"));
-    let body = response.bytes().await.expect("body").to_vec();
-    Reply { status, replayed, retry_after, should_retry, body }
-}
-
-/// `POST path` with `Idempotency-Key: idem`.
-async fn post_idem(server: &TestServer, path: &str, key: &Key, idem: &str, body: &Value) -> Reply {
-    reply(server.post(path, key, body).header("Idempotency-Key", idem).send().await.expect("request")).await
-}
-
-/// Every id of a list (one page of up to 100).
-async fn list_ids(server: &TestServer, path: &str, key: &Key) -> Vec<String> {
-    let sep = if path.contains('?') { '&' } else { '?' };
-    let (status, body) = json(server.get(&format!("{path}{sep}per_page=100"), key).send().await.unwrap()).await;
-    assert_eq!(status, 200, "list {path}: {body}");
-    body.as_array().unwrap_or_else(|| panic!("list is an array: {body}")).iter().map(|o| o["id"].as_str().unwrap().to_owned()).collect()
-}
-
-fn basic(key: &Key) -> String {
-    format!("Basic {}", STANDARD.encode(format!("x-api-key:{}", key.secret)))
-}
-
-/// A raw TLS connection to the server, trusting its certificate.
-async fn tls_connect(server: &TestServer) -> TlsStream<TcpStream> {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(&server.cert_pem) {
-        roots.add(cert.expect("certificate PEM")).expect("root");
-    }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .expect("protocol versions")
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
-    let tcp = TcpStream::connect(server.addr).await.expect("connect");
-    let name = ServerName::try_from("localhost").expect("server name");
-    tokio::time::timeout(Duration::from_secs(5), connector.connect(name, tcp)).await.expect("handshake in time").expect("handshake")
-}
 
 /// A POST whose headers and first bytes of body are sent, the rest held back.
 struct SlowUpload {

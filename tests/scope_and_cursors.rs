@@ -8,52 +8,22 @@
 #[macro_use]
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
-use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use common::wire::{Reply, basic, list_ids, post_idem, reply, tls_connect};
 use common::{Key, TestServer, json};
 use payrail::domain::api_key::Mode;
 use payrail::domain::keys;
-use reqwest::Response;
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, ServerName};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 
-const REPLAYED: &str = "idempotent-replayed";
-
 // ---------------------------------------------------------------------------------------------
 // Helpers
 // ---------------------------------------------------------------------------------------------
-
-/// Status, replay header and raw body of a reply.
-#[derive(Debug)]
-struct Reply {
-    status: u16,
-    replayed: Option<String>,
-    should_retry: Option<String>,
-    body: Vec<u8>,
-}
-
-impl Reply {
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|_| panic!("not JSON: {}", String::from_utf8_lossy(&self.body)))
-    }
-}
-
-async fn reply(response: Response) -> Reply {
-    let header = |name: &str| response.headers().get(name).map(|v| v.to_str().expect("header is text").to_owned());
-    let (status, replayed, should_retry) = (response.status().as_u16(), header(REPLAYED), header("x-should-retry"));
-    Reply { status, replayed, should_retry, body: response.bytes().await.expect("body").to_vec() }
-}
-
-async fn post_idem(server: &TestServer, path: &str, key: &Key, idem: &str, body: &Value) -> Reply {
-    reply(server.post(path, key, body).header("Idempotency-Key", idem).send().await.expect("request")).await
-}
 
 async fn created(server: &TestServer, key: &Key, path: &str, body: &Value) -> Value {
     let (status, body) = json(server.post(path, key, body).send().await.expect("request")).await;
@@ -84,37 +54,9 @@ fn order(originating: &str, receiving: &str) -> Value {
 }
 
 /// Ids of one page (up to 100) of a list.
-async fn list_ids(server: &TestServer, path: &str, key: &Key) -> Vec<String> {
-    let sep = if path.contains('?') { '&' } else { '?' };
-    let (status, body) = json(server.get(&format!("{path}{sep}per_page=100"), key).send().await.expect("list")).await;
-    assert_eq!(status, 200, "list {path}: {body}");
-    body.as_array().unwrap_or_else(|| panic!("a list is an array: {body}")).iter().map(id_of).collect()
-}
-
-/// A key made by rolling `key` (as `payrail keys roll` does), the old one kept for an hour.
 async fn roll(server: &TestServer, key: &Key) -> Key {
     let (issued, _) = keys::roll(server.store.as_ref(), server.clock.as_ref(), &key.id, 3600).await.expect("roll");
     Key { id: issued.key.id, secret: issued.secret.expose().to_owned(), org: key.org.clone() }
-}
-
-fn basic(key: &Key) -> String {
-    format!("Basic {}", STANDARD.encode(format!("x-api-key:{}", key.secret)))
-}
-
-async fn tls_connect(server: &TestServer) -> TlsStream<TcpStream> {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(&server.cert_pem) {
-        roots.add(cert.expect("certificate PEM")).expect("root");
-    }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .expect("protocol versions")
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
-    let tcp = TcpStream::connect(server.addr).await.expect("connect");
-    let name = ServerName::try_from("localhost").expect("server name");
-    tokio::time::timeout(Duration::from_secs(5), connector.connect(name, tcp)).await.expect("handshake in time").expect("handshake")
 }
 
 /// Reads one HTTP/1.1 reply's status line and Content-Length body.

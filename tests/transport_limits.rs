@@ -10,13 +10,10 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
 use common::{Key, TestServer, assert_error};
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, ServerName};
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
@@ -32,17 +29,7 @@ async fn tcp_from(server: &TestServer, from: [u8; 4]) -> TcpStream {
 
 /// A TLS connection to the server from `from`, trusting its certificate.
 async fn tls_from(server: &TestServer, from: [u8; 4]) -> std::io::Result<Tls> {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(&server.cert_pem) {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let tcp = tcp_from(server, from).await;
-    tokio_rustls::TlsConnector::from(Arc::new(config)).connect(ServerName::try_from("localhost").unwrap(), tcp).await
+    common::wire::tls_over(server, tcp_from(server, from).await).await
 }
 
 async fn tls(server: &TestServer) -> Tls {

@@ -2,6 +2,8 @@
 //! spoken to over verified HTTPS as a client would (the generated certificate is trusted).
 #![allow(dead_code, unused_macros)]
 
+pub mod wire;
+
 use std::sync::Arc;
 use std::time::Duration;
 
