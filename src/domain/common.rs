@@ -17,13 +17,8 @@ use super::validate::{self, TEXT_LEN_MAX};
 use super::{enums, schema};
 use crate::error::Result;
 
-pub fn new_id() -> String {
-    // Version 7 (a millisecond timestamp, then 74 random bits): still unguessable, but new ids
-    // sort after old ones, so their unique index grows at its end instead of dirtying a random
-    // page per insert (BENCHMARKS.md: SQLite creates at 64 connections rose by about a sixth,
-    // their p99 fell from about 40 to 31 ms).
-    uuid::Uuid::now_v7().to_string()
-}
+/// A new resource id as text (see `id::new_id`).
+pub use super::id::new_id;
 
 /// Deserialises a field that may be absent (`None`), null (`Some(None)`) or set (`Some(Some)`),
 /// so a PATCH can tell "leave it" from "clear it".
