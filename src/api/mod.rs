@@ -82,3 +82,13 @@ fn no_content() -> Response {
 fn param(query: &QueryParams, name: &str) -> Option<String> {
     query.get(name).filter(|v| !v.is_empty()).map(str::to_owned)
 }
+
+/// A query parameter parsed by the domain's `parse(param, text)`: a 422 naming it when it does
+/// not parse, `None` when absent or empty.
+fn parsed<T>(
+    query: &QueryParams,
+    name: &str,
+    parse: impl Fn(&str, &str) -> Result<T, crate::error::Error>,
+) -> Result<Option<T>, crate::error::Error> {
+    query.get(name).filter(|v| !v.is_empty()).map(|v| parse(name, v)).transpose()
+}

@@ -5,11 +5,13 @@ use axum::http::StatusCode;
 use axum::response::Response;
 
 use super::{MetadataParams, PageParams};
-use super::{created_json, ok_json, param};
+use super::{created_json, ok_json, param, parsed};
 use crate::app::AppState;
 use crate::app::WriteContext;
+use crate::domain::enums::{Direction, PaymentType, Priority};
 use crate::domain::listing::time_bound;
 use crate::domain::payment_order::ops::{self, PaymentOrderFilter};
+use crate::domain::payment_order::status::Status;
 use crate::domain::payment_order::{PaymentOrder, PaymentOrderInput, PaymentOrderPatch};
 use crate::error::Error;
 use crate::http::auth::Principal;
@@ -81,22 +83,24 @@ pub async fn retrieve(State(state): State<AppState>, principal: Principal, PathI
 pub async fn list(State(state): State<AppState>, principal: Principal, paging: Paging, query: QueryParams) -> Result<Response, Error> {
     let scope = principal.scope();
     let spec = paging.spec;
+    // Fields are read in this order, which is the order refusals come in: the time bounds,
+    // then type, priority, status and direction (the dates last, in the domain).
     let filter = PaymentOrderFilter {
-        payment_type: param(&query, "type"),
-        priority: param(&query, "priority"),
-        counterparty_id: param(&query, "counterparty_id"),
-        originating_account_id: param(&query, "originating_account_id"),
-        external_id: param(&query, "external_id"),
-        status: param(&query, "status"),
-        direction: param(&query, "direction"),
-        reference_number: param(&query, "reference_number"),
-        transaction_id: param(&query, "transaction_id"),
-        effective_date_start: param(&query, "effective_date_start"),
-        effective_date_end: param(&query, "effective_date_end"),
         created_from: time_bound("created_at_start", query.get("created_at_start"), false)?,
         created_to: time_bound("created_at_end", query.get("created_at_end"), true)?,
         process_after_start: time_bound("process_after_start", query.get("process_after_start"), false)?,
         process_after_end: time_bound("process_after_end", query.get("process_after_end"), true)?,
+        payment_type: parsed(&query, "type", PaymentType::parse)?,
+        priority: parsed(&query, "priority", Priority::parse)?,
+        status: parsed(&query, "status", Status::parse_named)?,
+        direction: parsed(&query, "direction", Direction::parse)?,
+        counterparty_id: param(&query, "counterparty_id"),
+        originating_account_id: param(&query, "originating_account_id"),
+        external_id: param(&query, "external_id"),
+        reference_number: param(&query, "reference_number"),
+        transaction_id: param(&query, "transaction_id"),
+        effective_date_start: param(&query, "effective_date_start"),
+        effective_date_end: param(&query, "effective_date_end"),
         metadata: query.metadata(),
     };
     Ok(paging.reply(ops::list(&state.ctx(&scope), &filter, spec).await?))

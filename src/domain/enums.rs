@@ -1,9 +1,115 @@
 //! Enumerations of the Modern Treasury wire format, as the official SDK (1.80) and its OpenAPI
 //! document list them. Values are accepted and returned exactly as spelled here.
+//!
+//! The ones the domain acts on are also Rust enums ([`PaymentType`], [`Direction`],
+//! [`Priority`]; the payment order status is `payment_order::status::Status`), parsed once where
+//! a request is read and serialised back to the same strings. [`wire_enum!`] declares such an
+//! enum and its list of wire strings in one place, so the two cannot drift; the other lists are
+//! plain constants checked as strings.
+
+use std::fmt;
+use std::marker::PhantomData;
+
+use serde::de::{self, Unexpected, Visitor};
+
+use crate::error::Error;
 
 /// Whether `value` is one of `allowed`.
 pub fn is_one_of(value: &str, allowed: &[&str]) -> bool {
     allowed.contains(&value)
+}
+
+/// The 422 for a value outside `allowed`: names `param` and shows the first 12 values.
+pub fn not_one_of(param: &str, allowed: &[&str]) -> Error {
+    let shown: Vec<&str> = allowed.iter().copied().take(12).collect();
+    let more = if allowed.len() > shown.len() { ", ..." } else { "" };
+    Error::invalid(param, format!("{param} must be one of {}{more}", shown.join(", ")))
+}
+
+/// Reads a wire string into `T` without allocating; `expected` is what serde's error names.
+pub struct WireVisitor<T> {
+    pub expected: &'static str,
+    pub parse: fn(&str) -> Option<T>,
+    pub marker: PhantomData<T>,
+}
+
+impl<T> Visitor<'_> for WireVisitor<T> {
+    type Value = T;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.expected)
+    }
+
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<T, E> {
+        (self.parse)(text).ok_or_else(|| E::invalid_value(Unexpected::Str(text), &self))
+    }
+}
+
+/// `Display`, `Serialize` and `Deserialize` as the wire string, for a type with
+/// `as_str(self) -> &'static str` and a `parse: fn(&str) -> Option<Self>`. Only stored documents
+/// are read with this `Deserialize`: request bodies keep strings and parse them in the domain,
+/// so a refusal reads as the domain words it (`type must be one of ...`).
+macro_rules! wire_serde {
+    ($name:ident, $expected:literal, $parse:expr) => {
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+                serializer.serialize_str(self.as_str())
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+                let visitor = $crate::domain::enums::WireVisitor { expected: $expected, parse: $parse, marker: std::marker::PhantomData };
+                deserializer.deserialize_str(visitor)
+            }
+        }
+    };
+}
+pub(crate) use wire_serde;
+
+/// Declares a wire enumeration: the enum, the constant list of its wire strings (in the order
+/// given, which is the order errors and the OpenAPI document show), `ALL`, `as_str`,
+/// `from_wire`, `parse` (a 422 naming the parameter, as [`not_one_of`] words it) and serde.
+macro_rules! wire_enum {
+    ($(#[$meta:meta])* $name:ident, $list:ident, $expected:literal { $($variant:ident => $wire:literal,)* }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $($variant,)*
+        }
+
+        pub const $list: &[&str] = &[$($wire,)*];
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant,)*];
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $wire,)*
+                }
+            }
+
+            pub fn from_wire(text: &str) -> Option<Self> {
+                match text {
+                    $($wire => Some($name::$variant),)*
+                    _ => None,
+                }
+            }
+
+            /// `text` as a value, or a 422 naming `param`.
+            pub fn parse(param: &str, text: &str) -> crate::error::Result<Self> {
+                Self::from_wire(text).ok_or_else(|| not_one_of(param, $list))
+            }
+        }
+
+        wire_serde!($name, $expected, $name::from_wire);
+    };
 }
 
 pub const CURRENCIES: &[&str] = &[
@@ -20,33 +126,36 @@ pub const CURRENCIES: &[&str] = &[
     "XTS", "YER", "ZAR", "ZMK", "ZMW", "ZWD", "ZWG", "ZWL", "ZWN", "ZWR",
 ];
 
-pub const PAYMENT_TYPES: &[&str] = &[
-    "ach",
-    "au_becs",
-    "bacs",
-    "book",
-    "card",
-    "chats",
-    "check",
-    "cross_border",
-    "dk_nets",
-    "eft",
-    "gb_fps",
-    "masav",
-    "mx_ccen",
-    "neft",
-    "nics",
-    "nz_becs",
-    "pl_elixir",
-    "rtp",
-    "se_bankgirot",
-    "sepa",
-    "sg_giro",
-    "sic",
-    "stablecoin",
-    "wire",
-    "zengin",
-];
+wire_enum! {
+    /// A payment type (the SDK's `PaymentOrderType`): the rail an order moves on.
+    PaymentType, PAYMENT_TYPES, "a payment type" {
+        Ach => "ach",
+        AuBecs => "au_becs",
+        Bacs => "bacs",
+        Book => "book",
+        Card => "card",
+        Chats => "chats",
+        Check => "check",
+        CrossBorder => "cross_border",
+        DkNets => "dk_nets",
+        Eft => "eft",
+        GbFps => "gb_fps",
+        Masav => "masav",
+        MxCcen => "mx_ccen",
+        Neft => "neft",
+        Nics => "nics",
+        NzBecs => "nz_becs",
+        PlElixir => "pl_elixir",
+        Rtp => "rtp",
+        SeBankgirot => "se_bankgirot",
+        Sepa => "sepa",
+        SgGiro => "sg_giro",
+        Sic => "sic",
+        Stablecoin => "stablecoin",
+        Wire => "wire",
+        Zengin => "zengin",
+    }
+}
 
 pub const PAYMENT_SUBTYPES: &[&str] = &[
     "0C",
@@ -156,8 +265,22 @@ pub const PAYMENT_ORDER_STATUSES: &[&str] = &[
     "stopped",
 ];
 
-pub const DIRECTIONS: &[&str] = &["credit", "debit"];
-pub const PRIORITIES: &[&str] = &["high", "normal"];
+wire_enum! {
+    /// Which way money moves, seen from the originating account: `credit` pays out, `debit` draws in.
+    Direction, DIRECTIONS, "credit or debit" {
+        Credit => "credit",
+        Debit => "debit",
+    }
+}
+
+wire_enum! {
+    /// A payment order's priority (wires and ACH same-day use it).
+    Priority, PRIORITIES, "high or normal" {
+        High => "high",
+        Normal => "normal",
+    }
+}
+
 pub const CHARGE_BEARERS: &[&str] = &["shared", "sender", "receiver"];
 pub const RECONCILIATION_STATUSES: &[&str] = &["unreconciled", "tentatively_reconciled", "reconciled"];
 pub const FX_INDICATORS: &[&str] = &["fixed_to_variable", "variable_to_fixed"];
@@ -170,3 +293,35 @@ pub const WEBHOOK_DELIVERY_STATUSES: &[&str] = &["pending", "delivered", "failed
 /// Kinds of account a payment order may send from and to (`originating_account_type`, `receiving_account_type`).
 pub const ORIGINATING_ACCOUNT_TYPES: &[&str] = &["internal_account"];
 pub const RECEIVING_ACCOUNT_TYPES: &[&str] = &["internal_account", "external_account"];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_enums_round_trip_their_lists() {
+        for (i, wire) in PAYMENT_TYPES.iter().enumerate() {
+            assert_eq!(PaymentType::from_wire(wire).map(PaymentType::as_str), Some(*wire));
+            assert_eq!(PaymentType::ALL[i].as_str(), *wire);
+        }
+        assert_eq!(PaymentType::ALL.len(), PAYMENT_TYPES.len());
+        let json = serde_json::to_string(&[Direction::Debit]).unwrap();
+        assert_eq!(json, r#"["debit"]"#);
+        assert_eq!(serde_json::from_str::<Priority>(r#""high""#).unwrap(), Priority::High);
+        let refused = serde_json::from_str::<Priority>(r#""urgent""#).unwrap_err().to_string();
+        assert!(refused.contains("high or normal"), "{refused}");
+    }
+
+    #[test]
+    fn parse_names_the_parameter_and_shows_twelve_values() {
+        let Err(Error::Invalid { parameter, message, .. }) = PaymentType::parse("type", "swift") else {
+            panic!("swift is no payment type")
+        };
+        assert_eq!(parameter, "type");
+        assert_eq!(
+            message,
+            "type must be one of ach, au_becs, bacs, book, card, chats, check, cross_border, dk_nets, eft, gb_fps, masav, ..."
+        );
+        assert!(Direction::parse("direction", "Credit").is_err(), "wire strings are exact");
+    }
+}

@@ -4,6 +4,9 @@
 //! id is derived from the tenant, so it is stable), and each new internal account gets a
 //! generated account number and Payrail's sandbox routing number, so payments can be built
 //! against it end to end.
+//!
+//! The account's `currency` is a [`Currency`] (payments and ledgers need its exponent) and its
+//! capabilities' direction and payment type are enums; each serialises as it always did.
 
 use rand::Rng;
 use serde::{Deserialize, Serialize};
@@ -14,7 +17,9 @@ use super::api_key::Scope;
 use super::common::{
     AccountDetail, Address, AddressInput, PARTY_TYPES, RoutingDetail, Stamp, account_detail, new_id, nullable, routing_detail,
 };
+use super::enums::{Direction, PaymentType};
 use super::listing::{self, ListedPage, PageSpec};
+use super::money::Currency;
 use super::time::Timestamp;
 use super::validate::{self, Metadata, MetadataPatch, TEXT_LEN_MAX};
 use super::{Commit, Ctx, counterparty, enums, event, retry_on_conflict, schema};
@@ -26,7 +31,6 @@ pub use super::enums::{INTERNAL_ACCOUNT_CLIENT_STATUSES as CLIENT_STATUSES, INTE
 /// Routing number of Payrail's simulated bank: ABA-valid, in a Federal Reserve district range.
 pub const SANDBOX_ROUTING_NUMBER: &str = "110000000";
 pub const SANDBOX_BANK_NAME: &str = "Payrail Sandbox Bank";
-const DIRECTIONS: &[&str] = &["credit", "debit"];
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[schema(as = connection)]
@@ -49,9 +53,9 @@ pub struct AccountCapability {
     pub object: String,
     pub live_mode: bool,
     #[schema(schema_with = schema::direction)]
-    pub direction: String,
+    pub direction: Direction,
     #[schema(schema_with = schema::payment_type)]
-    pub payment_type: String,
+    pub payment_type: PaymentType,
     pub identifier: Option<String>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
@@ -72,7 +76,7 @@ pub struct InternalAccount {
     pub party_type: Option<String>,
     pub party_address: Option<Address>,
     #[schema(schema_with = schema::currency)]
-    pub currency: String,
+    pub currency: Currency,
     pub account_details: Vec<AccountDetail>,
     pub routing_details: Vec<RoutingDetail>,
     pub account_capabilities: Vec<AccountCapability>,
@@ -180,8 +184,8 @@ impl CapabilityInput {
             id: new_id(),
             object: "account_capability".into(),
             live_mode: stamp.live_mode,
-            direction: validate::one_of(&format!("{param}.direction"), &self.direction, DIRECTIONS)?,
-            payment_type: validate::one_of(&format!("{param}.payment_type"), &self.payment_type, enums::PAYMENT_TYPES)?,
+            direction: Direction::parse(&format!("{param}.direction"), &self.direction)?,
+            payment_type: PaymentType::parse(&format!("{param}.payment_type"), &self.payment_type)?,
             identifier: validate::opt_text(&format!("{param}.identifier"), self.identifier.as_deref(), TEXT_LEN_MAX)?,
             created_at: stamp.now,
             updated_at: stamp.now,
@@ -196,7 +200,7 @@ impl InternalAccountInput {
             return Err(Error::invalid("legal_entity_id", "legal entities are not supported by Payrail"));
         }
         let name = validate::text("name", self.name.as_deref().ok_or_else(|| Error::missing("name"))?, TEXT_LEN_MAX)?;
-        let currency = validate::currency("currency", self.currency.as_deref().ok_or_else(|| Error::missing("currency"))?)?;
+        let currency = Currency::parse("currency", self.currency.as_deref().ok_or_else(|| Error::missing("currency"))?)?;
         let connection = connection(scope, stamp.now);
         if let Some(given) = &self.connection_id
             && *given != connection.id
@@ -240,13 +244,13 @@ impl InternalAccountInput {
 impl InternalAccount {
     fn terms(&self) -> Vec<Term> {
         let mut terms: Vec<Term> = listing::metadata_terms(&self.metadata).collect();
-        terms.push(Term::new("currency", &self.currency));
+        terms.push(Term::new("currency", self.currency.code()));
         terms.extend(self.status.as_ref().map(|s| Term::new("status", s)));
         terms.extend(self.counterparty_id.as_ref().map(|id| Term::new("counterparty_id", id)));
         terms.extend(self.external_id.as_ref().map(|id| Term::new("external_id", id)));
         for capability in &self.account_capabilities {
-            terms.push(Term::new("payment_type", &capability.payment_type));
-            terms.push(Term::new("payment_direction", &capability.direction));
+            terms.push(Term::new("payment_type", capability.payment_type.as_str()));
+            terms.push(Term::new("payment_direction", capability.direction.as_str()));
             terms.push(Term::new("capability", format!("{}:{}", capability.direction, capability.payment_type)));
         }
         terms
@@ -352,12 +356,11 @@ pub async fn list(ctx: &Ctx<'_>, filter: &InternalAccountFilter, page: PageSpec)
     if let Some(status) = &filter.status {
         validate::one_of("status", status, STATUSES)?;
     }
-    if let Some(direction) = &filter.payment_direction {
-        validate::one_of("payment_direction", direction, DIRECTIONS)?;
-    }
-    let capability = match (&filter.payment_direction, &filter.payment_type) {
+    // The payment type is matched as given (an unknown one finds nothing), the direction parsed.
+    let direction = filter.payment_direction.as_deref().map(|d| Direction::parse("payment_direction", d)).transpose()?;
+    let capability = match (direction, &filter.payment_type) {
         (Some(direction), Some(payment_type)) => listing::eq("capability", Some(&format!("{direction}:{payment_type}"))),
-        (Some(direction), None) => listing::eq("payment_direction", Some(direction)),
+        (Some(direction), None) => listing::eq("payment_direction", Some(direction.as_str())),
         (None, Some(payment_type)) => listing::eq("payment_type", Some(payment_type)),
         (None, None) => None,
     };

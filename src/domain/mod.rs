@@ -11,6 +11,7 @@ pub mod counterparty;
 pub mod enums;
 pub mod event;
 pub mod external_account;
+pub mod id;
 pub mod internal_account;
 pub mod keys;
 pub mod kinds;

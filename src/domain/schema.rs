@@ -1,6 +1,7 @@
-//! OpenAPI schema pieces for domain fields whose Rust type is looser than their wire contract:
-//! strings that take one of a fixed list of values. Each list is the same constant the
-//! validation uses, so the published document cannot drift from what the server accepts.
+//! OpenAPI schema pieces for domain fields whose wire contract utoipa cannot derive from the
+//! Rust type: one of a fixed list of values, whether the field is a string checked against the
+//! list or an enum (`enums::wire_enum!`) that serialises to it. Each list is the same constant
+//! the parsing uses, so the published document cannot drift from what the server accepts.
 //! The document itself is assembled in `api/openapi.rs`.
 
 use serde_json::Value;

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use super::bank_id::{AbaRoutingNumber, Bic, Iban};
 use super::enums;
-use super::money::Currency;
+use super::id::Id;
 use crate::error::{Error, Result};
 
 pub const TEXT_LEN_MAX: usize = 255;
@@ -41,18 +41,10 @@ pub fn opt_text(param: &str, value: Option<&str>, len_max: usize) -> Result<Opti
     value.map(|v| text(param, v, len_max)).transpose()
 }
 
+/// A string from a fixed list that the domain keeps as a string (the lists the domain acts on
+/// are enums with their own `parse`, see `enums`).
 pub fn one_of(param: &str, value: &str, allowed: &[&str]) -> Result<String> {
-    if enums::is_one_of(value, allowed) {
-        Ok(value.to_owned())
-    } else {
-        let shown: Vec<&str> = allowed.iter().copied().take(12).collect();
-        let more = if allowed.len() > shown.len() { ", ..." } else { "" };
-        Err(Error::invalid(param, format!("{param} must be one of {}{more}", shown.join(", "))))
-    }
-}
-
-pub fn currency(param: &str, value: &str) -> Result<String> {
-    Currency::parse(param, value).map(|c| c.code().to_owned())
+    if enums::is_one_of(value, allowed) { Ok(value.to_owned()) } else { Err(enums::not_one_of(param, allowed)) }
 }
 
 pub fn metadata(param: &str, value: Option<&Metadata>) -> Result<Metadata> {
@@ -132,13 +124,10 @@ pub fn routing_number(param: &str, value: &str, routing_type: &str) -> Result<St
     if ok { Ok(value.to_owned()) } else { Err(Error::invalid(param, format!("{param} must be {rule} for {routing_type}"))) }
 }
 
-/// A resource id given in a body: its shape is checked here, its existence by the store.
+/// A resource id given in a body, for the resources that keep ids as strings: its shape is
+/// checked by [`Id::parse`], its existence by the store.
 pub fn id(param: &str, value: &str) -> Result<String> {
-    if uuid::Uuid::parse_str(value).is_ok() {
-        Ok(value.to_owned())
-    } else {
-        Err(Error::invalid(param, format!("{param} does not name an existing resource")))
-    }
+    Id::parse(param, value).map(String::from)
 }
 
 #[cfg(test)]

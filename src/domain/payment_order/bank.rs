@@ -25,10 +25,10 @@ pub fn next_move(order: &PaymentOrder) -> Option<Status> {
     }
     match order.status() {
         Status::Approved => Some(Status::Processing),
-        Status::Processing if order.amount == FAIL_AMOUNT => Some(Status::Failed),
+        Status::Processing if order.amount.minor_units() == FAIL_AMOUNT => Some(Status::Failed),
         Status::Processing => Some(Status::Sent),
         Status::Sent => Some(Status::Completed),
-        Status::Completed if order.amount == RETURN_AMOUNT => Some(Status::Returned),
+        Status::Completed if order.amount.minor_units() == RETURN_AMOUNT => Some(Status::Returned),
         _ => None,
     }
 }

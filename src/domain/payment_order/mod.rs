@@ -1,6 +1,12 @@
 //! Payment orders (SPEC E2, E3): an instruction to move `amount` (minor units) between an
 //! internal account and a receiving account, with a status the state machine in `status`
 //! governs. Operations are in `ops`.
+//!
+//! The request types (`PaymentOrderInput`, `PaymentOrderPatch`) keep what the client sent as
+//! strings and numbers: `ops` parses them, so a refusal is worded by the domain. The document
+//! ([`PaymentOrder`]) is typed: payment type, direction, priority, status, amount, currency and
+//! the ids it refers to; each serialises to the wire form it always had, and its
+//! `#[schema(...)]` publishes that wire form.
 
 pub mod bank;
 pub mod ops;
@@ -10,7 +16,10 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::common::{AddressInput, nullable};
+use super::enums::{Direction, PaymentType, Priority};
 use super::external_account::ExternalAccountInput;
+use super::id::Id;
+use super::money::{Amount, Currency};
 use super::schema;
 use super::time::Timestamp;
 use super::validate::{Metadata, MetadataPatch};
@@ -18,9 +27,9 @@ use crate::store::Term;
 use status::Status;
 
 pub const KIND: &str = super::kinds::PAYMENT_ORDER;
-pub use super::enums::{CHARGE_BEARERS, DIRECTIONS, FX_INDICATORS, PRIORITIES, RECONCILIATION_STATUSES};
+pub use super::enums::{CHARGE_BEARERS, FX_INDICATORS, RECONCILIATION_STATUSES};
 /// Largest amount accepted: 2^53 - 1, the largest integer every JSON client reads exactly.
-pub const AMOUNT_MAX: i64 = (1 << 53) - 1;
+pub use super::money::AMOUNT_MAX;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, ToSchema)]
 #[schema(as = payment_order_accounting)]
@@ -47,8 +56,10 @@ pub struct ReturnObject {
     pub id: String,
     pub object: String,
     pub live_mode: bool,
-    pub amount: i64,
-    pub currency: String,
+    #[schema(value_type = i64)]
+    pub amount: Amount,
+    #[schema(value_type = String)]
+    pub currency: Currency,
     pub code: Option<String>,
     pub reason: Option<String>,
     pub failure_reason: Option<String>,
@@ -78,30 +89,35 @@ pub struct ReturnObject {
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[schema(as = payment_order)]
 pub struct PaymentOrder {
-    pub id: String,
+    #[schema(value_type = String)]
+    pub id: Id,
     pub object: String,
     pub live_mode: bool,
     #[serde(rename = "type")]
     #[schema(schema_with = schema::payment_type)]
-    pub payment_type: String,
+    pub payment_type: PaymentType,
     #[schema(schema_with = schema::payment_subtype_or_null)]
     pub subtype: Option<String>,
-    pub amount: i64,
+    #[schema(value_type = i64)]
+    pub amount: Amount,
     #[schema(schema_with = schema::currency)]
-    pub currency: String,
+    pub currency: Currency,
     #[schema(schema_with = schema::direction)]
-    pub direction: String,
+    pub direction: Direction,
     #[schema(schema_with = schema::payment_order_status)]
-    pub status: String,
+    pub status: Status,
     #[schema(schema_with = schema::priority)]
-    pub priority: String,
-    pub originating_account_id: String,
+    pub priority: Priority,
+    #[schema(value_type = String)]
+    pub originating_account_id: Id,
     #[schema(schema_with = schema::originating_account_type)]
     pub originating_account_type: String,
-    pub receiving_account_id: String,
+    #[schema(value_type = String)]
+    pub receiving_account_id: Id,
     #[schema(schema_with = schema::receiving_account_type)]
     pub receiving_account_type: String,
-    pub counterparty_id: Option<String>,
+    #[schema(value_type = Option<String>)]
+    pub counterparty_id: Option<Id>,
     #[schema(schema_with = schema::date)]
     pub effective_date: String,
     pub description: Option<String>,
@@ -285,19 +301,19 @@ pub struct PaymentOrderPatch {
 
 impl PaymentOrder {
     pub fn status(&self) -> Status {
-        Status::parse(&self.status).unwrap_or(Status::Pending)
+        self.status
     }
 
     pub fn terms(&self) -> Vec<Term> {
         let sandbox_due = bank::ready_at(self);
         let mut terms: Vec<Term> = super::listing::metadata_terms(&self.metadata).collect();
-        terms.push(Term::new("type", &self.payment_type));
-        terms.push(Term::new("priority", &self.priority));
-        terms.push(Term::new("status", &self.status));
-        terms.push(Term::new("direction", &self.direction));
-        terms.push(Term::new("originating_account_id", &self.originating_account_id));
+        terms.push(Term::new("type", self.payment_type.as_str()));
+        terms.push(Term::new("priority", self.priority.as_str()));
+        terms.push(Term::new("status", self.status.as_str()));
+        terms.push(Term::new("direction", self.direction.as_str()));
+        terms.push(Term::new("originating_account_id", self.originating_account_id.as_str()));
         terms.push(Term::new("effective_date", &self.effective_date));
-        terms.extend(self.counterparty_id.as_ref().map(|id| Term::new("counterparty_id", id)));
+        terms.extend(self.counterparty_id.as_ref().map(|id| Term::new("counterparty_id", id.as_str())));
         terms.extend(self.external_id.as_ref().map(|id| Term::new("external_id", id)));
         terms.extend(self.process_after.map(|at| Term::new("process_after", at.to_string())));
         terms.extend(sandbox_due.map(|at| Term::new(SANDBOX_DUE_TERM, at.to_string())));
@@ -307,3 +323,63 @@ impl PaymentOrder {
 
 /// The term the sandbox bank finds its due orders by (sandbox orders only).
 pub const SANDBOX_DUE_TERM: &str = "sandbox_ready_at";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A document as Payrail wrote it before its fields were typed (a returned order, with a
+    /// counterparty), byte for byte.
+    const STORED_BEFORE_TYPING: &str = concat!(
+        r#"{"id":"01a20dfb-3be0-731a-b26b-760d3aa54ca2","object":"payment_order","live_mode":false,"#,
+        r#""type":"cross_border","subtype":null,"amount":500,"currency":"JPY","direction":"debit","#,
+        r#""status":"returned","priority":"high","#,
+        r#""originating_account_id":"01a20dfb-3bd3-73a2-a0c7-ce970cd6041e","#,
+        r#""originating_account_type":"internal_account","#,
+        r#""receiving_account_id":"01a20dfb-3bdb-729d-b957-1388281748e9","#,
+        r#""receiving_account_type":"external_account","#,
+        r#""counterparty_id":"01a20dfb-3bdb-729d-b957-000000000001","effective_date":"2026-11-24","#,
+        r#""description":null,"statement_descriptor":null,"remittance_information":null,"purpose":null,"#,
+        r#""metadata":{},"external_id":null,"process_after":null,"expires_at":null,"#,
+        r#""send_remittance_advice":null,"nsf_protected":false,"charge_bearer":null,"#,
+        r#""accounting":{"account_id":null,"class_id":null},"accounting_category_id":null,"#,
+        r#""accounting_ledger_class_id":null,"batch_id":null,"current_hold":null,"#,
+        r#""current_return":{"id":"01a20dfb-3be0-731a-b26b-000000000002","object":"return","#,
+        r#""live_mode":false,"amount":500,"currency":"JPY","code":"R01","#,
+        r#""reason":"Insufficient Funds (sandbox magic amount 4040)","failure_reason":null,"#,
+        r#""additional_information":null,"corrections":null,"current_return":null,"data":null,"#,
+        r#""date_of_death":null,"discarded_at":null,"#,
+        r#""internal_account_id":"01a20dfb-3bd3-73a2-a0c7-ce970cd6041e","ledger_transaction_id":null,"#,
+        r#""reconciliation_status":"unreconciled","reference_numbers":[],"#,
+        r#""returnable_id":"01a20dfb-3be0-731a-b26b-760d3aa54ca2","returnable_type":"payment_order","#,
+        r#""role":"originating","status":"completed","transaction_id":null,"#,
+        r#""transaction_line_item_id":null,"type":"cross_border","#,
+        r#""created_at":"2026-11-24T14:34:58.399967Z","updated_at":"2026-11-24T14:34:58.399967Z"},"#,
+        r#""foreign_exchange_contract":null,"foreign_exchange_indicator":null,"#,
+        r#""foreign_exchange_rate":null,"ledger_transaction_id":null,"originating_party_name":null,"#,
+        r#""originating_party_address":null,"reconciliation_status":"unreconciled","reference_numbers":[],"#,
+        r#""transaction_ids":[],"ultimate_originating_account":null,"#,
+        r#""ultimate_originating_account_id":null,"ultimate_originating_account_type":null,"#,
+        r#""ultimate_originating_party_identifier":null,"ultimate_originating_party_name":null,"#,
+        r#""ultimate_receiving_party_identifier":null,"ultimate_receiving_party_name":null,"#,
+        r#""vendor_attributes":null,"vendor_failure_reason":null,"#,
+        r#""created_at":"2026-11-24T14:34:58.399967Z","updated_at":"2026-11-24T14:34:58.399967Z"}"#,
+    );
+
+    #[test]
+    fn e2_stored_documents_read_and_write_back_byte_for_byte() {
+        let order: PaymentOrder = serde_json::from_str(STORED_BEFORE_TYPING).expect("a stored order reads");
+        assert_eq!(serde_json::to_string(&order).unwrap(), STORED_BEFORE_TYPING);
+        assert_eq!((order.payment_type, order.direction, order.priority), (PaymentType::CrossBorder, Direction::Debit, Priority::High));
+        assert_eq!((order.amount.minor_units(), order.currency.exponent(), order.status()), (500, 0, Status::Returned));
+        let returned = order.current_return.expect("a return");
+        assert_eq!((returned.amount, returned.currency), (order.amount, order.currency));
+    }
+
+    #[test]
+    fn e2_stored_documents_with_unknown_enum_values_do_not_read() {
+        let bad = STORED_BEFORE_TYPING.replacen(r#""direction":"debit""#, r#""direction":"sideways""#, 1);
+        let err = serde_json::from_str::<PaymentOrder>(&bad).unwrap_err().to_string();
+        assert!(err.contains("credit or debit"), "{err}");
+    }
+}

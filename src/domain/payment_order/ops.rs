@@ -1,15 +1,20 @@
-//! Creating, reading, listing and updating payment orders, and the bank's moves.
+//! Creating, reading, listing and updating payment orders, and the bank's moves. A create or
+//! update request is parsed here, field by field in a fixed order (so the first refusal a
+//! client sees does not change), into the typed [`PaymentOrder`].
 
 use time::Date;
 use time::macros::format_description;
 
 use super::status::{Actor, Status};
 use super::{
-    CHARGE_BEARERS, DIRECTIONS, FX_INDICATORS, KIND, PRIORITIES, PartyAddress, PaymentOrder, PaymentOrderInput, PaymentOrderPatch,
-    RECONCILIATION_STATUSES, ReturnObject, bank,
+    CHARGE_BEARERS, FX_INDICATORS, KIND, PartyAddress, PaymentOrder, PaymentOrderInput, PaymentOrderPatch, RECONCILIATION_STATUSES,
+    ReturnObject, bank,
 };
 use crate::domain::common::{Stamp, new_id};
+use crate::domain::enums::{Direction, PaymentType, Priority};
+use crate::domain::id::Id;
 use crate::domain::listing::{self, ListedPage, PageSpec};
+use crate::domain::money::{Amount, Currency};
 use crate::domain::time::Timestamp;
 use crate::domain::validate::{self, TEXT_LEN_MAX};
 use crate::domain::{Commit, Ctx, counterparty, enums, event, external_account, internal_account, retry_on_conflict};
@@ -17,26 +22,23 @@ use crate::error::{Error, Result};
 use crate::store::{Filter, ObjectRecord, StoredObject, Write, WriteBatch};
 
 /// Longest remittance information by payment type (ACH addenda records hold 80).
-fn remittance_len_max(payment_type: &str) -> usize {
-    if payment_type == "ach" { 80 } else { 140 }
+fn remittance_len_max(payment_type: PaymentType) -> usize {
+    if payment_type == PaymentType::Ach { 80 } else { 140 }
 }
 
 /// Longest statement descriptor by payment type (ACH: 10, EFT: 15, others: 140).
-fn descriptor_len_max(payment_type: &str) -> usize {
+fn descriptor_len_max(payment_type: PaymentType) -> usize {
     match payment_type {
-        "ach" => 10,
-        "eft" => 15,
+        PaymentType::Ach => 10,
+        PaymentType::Eft => 15,
         _ => 140,
     }
 }
 
-/// An amount in minor units: 1 to [`super::AMOUNT_MAX`] (SPEC E2); a 422 naming `param` otherwise.
+/// An amount in minor units: 1 to [`super::AMOUNT_MAX`] (SPEC E2); a 422 naming `param`
+/// otherwise. The check [`Amount::parse`] makes, as a number (the property tests drive it).
 pub fn amount(param: &str, value: i64) -> Result<i64> {
-    if (1..=super::AMOUNT_MAX).contains(&value) {
-        Ok(value)
-    } else {
-        Err(Error::invalid(param, format!("{param} must be a whole number of minor units from 1 to {}", super::AMOUNT_MAX)))
-    }
+    Amount::parse(param, value).map(Amount::minor_units)
 }
 
 /// A calendar date, `YYYY-MM-DD`.
@@ -76,13 +78,14 @@ fn party_address(input: Option<&crate::domain::common::AddressInput>, stamp: Sta
     }))
 }
 
-fn check_line_items(input: &PaymentOrderInput, total: i64) -> Result<()> {
+fn check_line_items(input: &PaymentOrderInput, total: Amount) -> Result<()> {
     if input.line_items.is_empty() {
         return Ok(());
     }
+    let total = total.minor_units();
     let mut sum: i64 = 0;
     for (i, item) in input.line_items.iter().enumerate() {
-        sum = sum.saturating_add(amount(&format!("line_items[{i}].amount"), item.amount)?);
+        sum = sum.saturating_add(Amount::parse(&format!("line_items[{i}].amount"), item.amount)?.minor_units());
         validate::opt_text(&format!("line_items[{i}].description"), item.description.as_deref(), TEXT_LEN_MAX)?;
         validate::metadata(&format!("line_items[{i}].metadata"), item.metadata.as_ref())?;
     }
@@ -94,16 +97,16 @@ fn check_line_items(input: &PaymentOrderInput, total: i64) -> Result<()> {
 
 /// Where the money goes: the receiving account's id, type and counterparty.
 struct Receiving {
-    id: String,
+    id: Id,
     account_type: &'static str,
-    counterparty_id: Option<String>,
+    counterparty_id: Option<Id>,
 }
 
 /// Where the money goes, and the counterparty the order is linked to (SPEC E2). A
 /// `counterparty_id` in the body must name a counterparty the caller can see, and the one that
 /// owns the receiving account: naming another is refused rather than recorded beside an account
 /// it does not own. An inline account is created under it (or under its own `counterparty_id`).
-async fn receiving(ctx: &Ctx<'_>, batch: &mut WriteBatch, input: &PaymentOrderInput, payment_type: &str) -> Result<Receiving> {
+async fn receiving(ctx: &Ctx<'_>, batch: &mut WriteBatch, input: &PaymentOrderInput, payment_type: PaymentType) -> Result<Receiving> {
     let named = match &input.counterparty_id {
         Some(id) => Some(counterparty::require(ctx, batch, id, "counterparty_id").await?),
         None => None,
@@ -117,7 +120,7 @@ async fn receiving(ctx: &Ctx<'_>, batch: &mut WriteBatch, input: &PaymentOrderIn
         (Some(id), None) => receiving_by_id(ctx, batch, id, payment_type).await?,
     };
     if let Some(named) = &named
-        && receiving.counterparty_id.as_deref() != Some(named.id.as_str())
+        && receiving.counterparty_id.as_ref().map(Id::as_str) != Some(named.id.as_str())
     {
         return Err(Error::invalid("counterparty_id", "counterparty_id must name the counterparty that owns the receiving account"));
     }
@@ -139,21 +142,24 @@ async fn receiving_inline(
     let owner_id = owner.as_ref().map(|o| o.id.clone());
     let account = inline.build("receiving_account", owner_id.clone(), owner.as_ref().and_then(|o| o.name.as_deref()), stamp)?;
     external_account::stage_create(batch, ctx, &account)?;
-    Ok(Receiving { id: account.id, account_type: external_account::KIND, counterparty_id: owner_id })
+    Ok(Receiving { id: Id::stored(account.id), account_type: external_account::KIND, counterparty_id: owner_id.map(Id::stored) })
 }
 
 /// An existing account: one of the caller's external accounts, or for a book transfer one of its
 /// internal accounts; anything else is a 422 naming `receiving_account_id`.
-async fn receiving_by_id(ctx: &Ctx<'_>, batch: &mut WriteBatch, id: &str, payment_type: &str) -> Result<Receiving> {
+///
+/// The id is looked up as given (no shape check first), so whatever names no account reads
+/// "does not name an existing account"; once the store found it, it is an [`Id`], kept as given.
+async fn receiving_by_id(ctx: &Ctx<'_>, batch: &mut WriteBatch, id: &str, payment_type: PaymentType) -> Result<Receiving> {
     if let Some(found) = ctx.store.get(external_account::KIND, ctx.scope, id).await? {
-        let counterparty_id = external_account_counterparty(&found)?;
+        let counterparty_id = external_account_counterparty(&found)?.map(Id::stored);
         require(batch, ctx, external_account::KIND, id, "receiving_account_id");
-        return Ok(Receiving { id: id.to_owned(), account_type: external_account::KIND, counterparty_id });
+        return Ok(Receiving { id: Id::stored(id), account_type: external_account::KIND, counterparty_id });
     }
     // Book transfers move money between the organization's own accounts.
-    if payment_type == "book" && ctx.store.get(internal_account::KIND, ctx.scope, id).await?.is_some() {
+    if payment_type == PaymentType::Book && ctx.store.get(internal_account::KIND, ctx.scope, id).await?.is_some() {
         require(batch, ctx, internal_account::KIND, id, "receiving_account_id");
-        return Ok(Receiving { id: id.to_owned(), account_type: internal_account::KIND, counterparty_id: None });
+        return Ok(Receiving { id: Id::stored(id), account_type: internal_account::KIND, counterparty_id: None });
     }
     Err(Error::invalid("receiving_account_id", "receiving_account_id does not name an existing account"))
 }
@@ -179,47 +185,53 @@ fn check_unsupported(input: &PaymentOrderInput) -> Result<()> {
     unsupported(input.documents.is_some(), "documents", "documents")
 }
 
+/// The order's currency: its originating account's. Naming another is refused (an unknown code
+/// as unknown, a known one as cross-currency).
+fn order_currency(given: Option<&str>, account: Currency) -> Result<Currency> {
+    match given {
+        Some(code) if code != account.code() => {
+            Currency::parse("currency", code)?;
+            Err(Error::invalid(
+                "currency",
+                format!("currency must be the originating account's ({account}): cross-currency payments are not supported"),
+            ))
+        }
+        _ => Ok(account),
+    }
+}
+
 pub async fn create(ctx: &Ctx<'_>, commit: &dyn Commit, input: &PaymentOrderInput) -> Result<String> {
     check_unsupported(input)?;
-    let payment_type = validate::one_of("type", required(&input.payment_type, "type")?, enums::PAYMENT_TYPES)?;
-    let total = amount("amount", *required(&input.amount, "amount")?)?;
-    let direction = validate::one_of("direction", required(&input.direction, "direction")?, DIRECTIONS)?;
-    let originating_id = validate::id("originating_account_id", required(&input.originating_account_id, "originating_account_id")?)?;
+    let payment_type = PaymentType::parse("type", required(&input.payment_type, "type")?)?;
+    let total = Amount::parse("amount", *required(&input.amount, "amount")?)?;
+    let direction = Direction::parse("direction", required(&input.direction, "direction")?)?;
+    let originating_id = Id::parse("originating_account_id", required(&input.originating_account_id, "originating_account_id")?)?;
     check_line_items(input, total)?;
     let mut batch = WriteBatch::new();
     let originating = ctx
         .store
-        .get(internal_account::KIND, ctx.scope, &originating_id)
+        .get(internal_account::KIND, ctx.scope, originating_id.as_str())
         .await?
         .ok_or_else(|| Error::invalid("originating_account_id", "originating_account_id does not name an existing internal account"))?;
     let originating = internal_account::parse(&originating)?;
-    require(&mut batch, ctx, internal_account::KIND, &originating_id, "originating_account_id");
-    let currency = match &input.currency {
-        Some(c) if *c != originating.currency => {
-            validate::currency("currency", c)?;
-            return Err(Error::invalid(
-                "currency",
-                format!("currency must be the originating account's ({}): cross-currency payments are not supported", originating.currency),
-            ));
-        }
-        _ => originating.currency.clone(),
-    };
-    let receiving = receiving(ctx, &mut batch, input, &payment_type).await?;
+    require(&mut batch, ctx, internal_account::KIND, originating_id.as_str(), "originating_account_id");
+    let currency = order_currency(input.currency.as_deref(), originating.currency)?;
+    let receiving = receiving(ctx, &mut batch, input, payment_type).await?;
     let order = build(ctx, input, Built { payment_type, total, direction, originating_id, currency, receiving })?;
     let json = to_json(&order)?;
     batch.push(Write::Insert(record(ctx, &order, json.clone())));
-    batch.push(Write::Insert(event::record(ctx.scope, KIND, "created", &order.id, &json, ctx.now)?));
+    batch.push(Write::Insert(event::record(ctx.scope, KIND, "created", order.id.as_str(), &json, ctx.now)?));
     commit.commit(batch, &json).await?;
     Ok(json)
 }
 
 /// The checked essentials of a create request.
 struct Built {
-    payment_type: String,
-    total: i64,
-    direction: String,
-    originating_id: String,
-    currency: String,
+    payment_type: PaymentType,
+    total: Amount,
+    direction: Direction,
+    originating_id: Id,
+    currency: Currency,
     receiving: Receiving,
 }
 
@@ -227,15 +239,15 @@ fn build(ctx: &Ctx<'_>, input: &PaymentOrderInput, b: Built) -> Result<PaymentOr
     let stamp = Stamp { live_mode: ctx.scope.live_mode, now: ctx.now };
     let text = |param: &str, value: &Option<String>, len: usize| validate::opt_text(param, value.as_deref(), len);
     Ok(PaymentOrder {
-        id: new_id(),
+        id: Id::generate(),
         object: KIND.into(),
         live_mode: ctx.scope.live_mode,
         subtype: opt_enum("subtype", input.subtype.as_deref(), enums::PAYMENT_SUBTYPES)?,
         amount: b.total,
         currency: b.currency,
         direction: b.direction,
-        status: Status::Approved.as_str().into(),
-        priority: opt_enum("priority", input.priority.as_deref(), PRIORITIES)?.unwrap_or_else(|| "normal".into()),
+        status: Status::Approved,
+        priority: input.priority.as_deref().map(|p| Priority::parse("priority", p)).transpose()?.unwrap_or(Priority::Normal),
         originating_account_id: b.originating_id,
         originating_account_type: internal_account::KIND.into(),
         receiving_account_id: b.receiving.id,
@@ -246,8 +258,8 @@ fn build(ctx: &Ctx<'_>, input: &PaymentOrderInput, b: Built) -> Result<PaymentOr
             None => today(ctx.now),
         },
         description: text("description", &input.description, TEXT_LEN_MAX)?,
-        statement_descriptor: text("statement_descriptor", &input.statement_descriptor, descriptor_len_max(&b.payment_type))?,
-        remittance_information: text("remittance_information", &input.remittance_information, remittance_len_max(&b.payment_type))?,
+        statement_descriptor: text("statement_descriptor", &input.statement_descriptor, descriptor_len_max(b.payment_type))?,
+        remittance_information: text("remittance_information", &input.remittance_information, remittance_len_max(b.payment_type))?,
         purpose: text("purpose", &input.purpose, TEXT_LEN_MAX)?,
         metadata: validate::metadata("metadata", input.metadata.as_ref())?,
         external_id: text("external_id", &input.external_id, TEXT_LEN_MAX)?,
@@ -305,7 +317,7 @@ fn parse(stored: &StoredObject) -> Result<PaymentOrder> {
 
 fn record(ctx: &Ctx<'_>, order: &PaymentOrder, json: String) -> ObjectRecord {
     ObjectRecord {
-        id: order.id.clone(),
+        id: order.id.to_string(),
         kind: KIND,
         scope: ctx.scope.clone(),
         parent_id: None,
@@ -319,15 +331,17 @@ pub async fn get(ctx: &Ctx<'_>, id: &str) -> Result<String> {
     listing::stored_doc(ctx, KIND, id, "payment order").await
 }
 
+/// A list's filters. The enumerations arrive parsed (where the query is read); ids and other
+/// text are matched as given, so a value that names nothing finds nothing.
 #[derive(Debug, Default)]
 pub struct PaymentOrderFilter {
-    pub payment_type: Option<String>,
-    pub priority: Option<String>,
+    pub payment_type: Option<PaymentType>,
+    pub priority: Option<Priority>,
     pub counterparty_id: Option<String>,
     pub originating_account_id: Option<String>,
     pub external_id: Option<String>,
-    pub status: Option<String>,
-    pub direction: Option<String>,
+    pub status: Option<Status>,
+    pub direction: Option<Direction>,
     pub reference_number: Option<String>,
     pub transaction_id: Option<String>,
     pub effective_date_start: Option<String>,
@@ -340,18 +354,14 @@ pub struct PaymentOrderFilter {
 }
 
 fn filters(filter: &PaymentOrderFilter) -> Result<Vec<Filter>> {
-    opt_enum("type", filter.payment_type.as_deref(), enums::PAYMENT_TYPES)?;
-    opt_enum("priority", filter.priority.as_deref(), PRIORITIES)?;
-    opt_enum("status", filter.status.as_deref(), enums::PAYMENT_ORDER_STATUSES)?;
-    opt_enum("direction", filter.direction.as_deref(), DIRECTIONS)?;
     let mut out: Vec<Filter> = [
-        listing::eq("type", filter.payment_type.as_deref()),
-        listing::eq("priority", filter.priority.as_deref()),
+        listing::eq("type", filter.payment_type.map(PaymentType::as_str)),
+        listing::eq("priority", filter.priority.map(Priority::as_str)),
         listing::eq("counterparty_id", filter.counterparty_id.as_deref()),
         listing::eq("originating_account_id", filter.originating_account_id.as_deref()),
         listing::eq("external_id", filter.external_id.as_deref()),
-        listing::eq("status", filter.status.as_deref()),
-        listing::eq("direction", filter.direction.as_deref()),
+        listing::eq("status", filter.status.map(Status::as_str)),
+        listing::eq("direction", filter.direction.map(Direction::as_str)),
         // Payrail records neither reference numbers nor transactions: such filters match nothing.
         listing::eq("reference_number", filter.reference_number.as_deref()),
         listing::eq("transaction_id", filter.transaction_id.as_deref()),
@@ -419,22 +429,22 @@ fn first_edit(patch: &PaymentOrderPatch) -> Option<&'static str> {
 fn apply_edits(order: &mut PaymentOrder, patch: &PaymentOrderPatch) -> Result<()> {
     let text = |param: &str, value: &Option<String>, len: usize| validate::opt_text(param, value.as_deref(), len);
     if let Some(value) = patch.amount {
-        order.amount = amount("amount", value)?;
+        order.amount = Amount::parse("amount", value)?;
     }
     if let Some(value) = &patch.effective_date {
         order.effective_date = date("effective_date", value)?;
     }
     if let Some(value) = &patch.priority {
-        order.priority = validate::one_of("priority", value, PRIORITIES)?;
+        order.priority = Priority::parse("priority", value)?;
     }
     if let Some(value) = &patch.description {
         order.description = text("description", value, TEXT_LEN_MAX)?;
     }
     if let Some(value) = &patch.statement_descriptor {
-        order.statement_descriptor = text("statement_descriptor", value, descriptor_len_max(&order.payment_type))?;
+        order.statement_descriptor = text("statement_descriptor", value, descriptor_len_max(order.payment_type))?;
     }
     if let Some(value) = &patch.remittance_information {
-        order.remittance_information = text("remittance_information", value, remittance_len_max(&order.payment_type))?;
+        order.remittance_information = text("remittance_information", value, remittance_len_max(order.payment_type))?;
     }
     if let Some(value) = &patch.purpose {
         order.purpose = text("purpose", value, TEXT_LEN_MAX)?;
@@ -473,14 +483,7 @@ pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &Paymen
     if let Some(field) = immutable_field(patch) {
         return Err(Error::invalid(field, format!("{field} cannot change after creation: cancel this payment order and create another")));
     }
-    let target = patch
-        .status
-        .as_deref()
-        .map(|s| {
-            Status::parse(s)
-                .ok_or_else(|| Error::invalid("status", format!("status must be one of {}", enums::PAYMENT_ORDER_STATUSES.join(", "))))
-        })
-        .transpose()?;
+    let target = patch.status.as_deref().map(Status::parse_requested).transpose()?;
     retry_on_conflict(|| async {
         let stored = ctx.store.get(KIND, ctx.scope, id).await?.ok_or_else(|| Error::not_found("payment order"))?;
         let mut order = parse(&stored)?;
@@ -500,7 +503,7 @@ pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &Paymen
             return Ok(stored.doc);
         }
         if let Some(to) = moved {
-            order.status = to.as_str().into();
+            order.status = to;
         }
         order.updated_at = ctx.now;
         let json = to_json(&order)?;
@@ -522,8 +525,7 @@ pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &Paymen
 pub fn bank_move(ctx: &Ctx<'_>, stored: &StoredObject) -> Result<Option<WriteBatch>> {
     let mut order = parse(stored)?;
     let Some(to) = bank::next_move(&order) else { return Ok(None) };
-    order.status().transition(to, Actor::Bank)?;
-    order.status = to.as_str().into();
+    order.status = order.status.transition(to, Actor::Bank)?;
     order.updated_at = ctx.now;
     match to {
         Status::Failed => order.vendor_failure_reason = Some(bank::FAILURE_REASON.into()),
@@ -533,7 +535,7 @@ pub fn bank_move(ctx: &Ctx<'_>, stored: &StoredObject) -> Result<Option<WriteBat
     let json = to_json(&order)?;
     let mut batch = WriteBatch::new();
     batch.push(Write::Replace { record: record(ctx, &order, json.clone()), expected_version: stored.version });
-    batch.push(Write::Insert(event::record(ctx.scope, KIND, to.event_name(), &order.id, &json, ctx.now)?));
+    batch.push(Write::Insert(event::record(ctx.scope, KIND, to.event_name(), order.id.as_str(), &json, ctx.now)?));
     Ok(Some(batch))
 }
 
@@ -543,7 +545,7 @@ fn sandbox_return(order: &PaymentOrder, now: Timestamp) -> ReturnObject {
         object: "return".into(),
         live_mode: order.live_mode,
         amount: order.amount,
-        currency: order.currency.clone(),
+        currency: order.currency,
         code: Some(bank::RETURN_CODE.into()),
         reason: Some(bank::RETURN_REASON.into()),
         failure_reason: None,
@@ -553,39 +555,39 @@ fn sandbox_return(order: &PaymentOrder, now: Timestamp) -> ReturnObject {
         data: None,
         date_of_death: None,
         discarded_at: None,
-        internal_account_id: Some(order.originating_account_id.clone()),
+        internal_account_id: Some(order.originating_account_id.to_string()),
         ledger_transaction_id: None,
         reconciliation_status: "unreconciled".into(),
         reference_numbers: Vec::new(),
-        returnable_id: Some(order.id.clone()),
+        returnable_id: Some(order.id.to_string()),
         returnable_type: Some(KIND.into()),
         role: "originating".into(),
         status: "completed".into(),
         transaction_id: None,
         transaction_line_item_id: None,
-        return_type: if enums::is_one_of(&order.payment_type, RETURN_TYPES) { order.payment_type.clone() } else { "manual".into() },
+        return_type: if RETURN_TYPES.contains(&order.payment_type) { order.payment_type.as_str().into() } else { "manual".into() },
         created_at: now,
         updated_at: now,
     }
 }
 
 /// Payment types that have a return type of the same name (the SDK's `ReturnType`).
-const RETURN_TYPES: &[&str] = &[
-    "ach",
-    "au_becs",
-    "bacs",
-    "book",
-    "check",
-    "cross_border",
-    "eft",
-    "gb_fps",
-    "neft",
-    "nz_becs",
-    "rtp",
-    "sepa",
-    "stablecoin",
-    "wire",
-    "zengin",
+const RETURN_TYPES: &[PaymentType] = &[
+    PaymentType::Ach,
+    PaymentType::AuBecs,
+    PaymentType::Bacs,
+    PaymentType::Book,
+    PaymentType::Check,
+    PaymentType::CrossBorder,
+    PaymentType::Eft,
+    PaymentType::GbFps,
+    PaymentType::Neft,
+    PaymentType::NzBecs,
+    PaymentType::Rtp,
+    PaymentType::Sepa,
+    PaymentType::Stablecoin,
+    PaymentType::Wire,
+    PaymentType::Zengin,
 ];
 
 #[cfg(test)]
@@ -611,8 +613,8 @@ mod tests {
 
     #[test]
     fn descriptor_limits_follow_the_payment_type() {
-        assert_eq!(descriptor_len_max("ach"), 10);
-        assert_eq!(descriptor_len_max("eft"), 15);
-        assert_eq!(descriptor_len_max("wire"), 140);
+        assert_eq!(descriptor_len_max(PaymentType::Ach), 10);
+        assert_eq!(descriptor_len_max(PaymentType::Eft), 15);
+        assert_eq!(descriptor_len_max(PaymentType::Wire), 140);
     }
 }

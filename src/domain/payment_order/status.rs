@@ -3,6 +3,8 @@
 //! move is the bank's (Payrail's sandbox bank in sandbox mode). Anything not in the table is
 //! refused and leaves the order unchanged.
 //!
+//! [`Status`] is carried typed through the domain and serialises to the SDK's wire strings.
+//!
 //! | from            | client may ask for                | the bank moves it to          |
 //! |-----------------|-----------------------------------|-------------------------------|
 //! | pending         | approved, needs_approval, cancelled | approved                    |
@@ -14,8 +16,7 @@
 //! | completed       | -                                   | returned, reversed          |
 //! | cancelled, denied, failed, returned, reversed, stopped: final                    |
 
-use std::fmt;
-
+use crate::domain::enums::{self, PAYMENT_ORDER_STATUSES};
 use crate::error::{Error, Result};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -81,6 +82,17 @@ impl Status {
         ALL.into_iter().find(|s| s.as_str() == text)
     }
 
+    /// `text` as a status, or a 422 naming `param` as list filters word it (the first twelve
+    /// statuses shown).
+    pub fn parse_named(param: &str, text: &str) -> Result<Status> {
+        Status::parse(text).ok_or_else(|| enums::not_one_of(param, PAYMENT_ORDER_STATUSES))
+    }
+
+    /// `text` as the status a client asks for, or a 422 that lists every status.
+    pub fn parse_requested(text: &str) -> Result<Status> {
+        Status::parse(text).ok_or_else(|| Error::invalid("status", format!("status must be one of {}", PAYMENT_ORDER_STATUSES.join(", "))))
+    }
+
     /// Fields may still be edited: processing has not started.
     pub fn is_editable(self) -> bool {
         matches!(self, Status::Pending | Status::NeedsApproval | Status::Approved)
@@ -131,11 +143,7 @@ impl Status {
     }
 }
 
-impl fmt::Display for Status {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+enums::wire_serde!(Status, "a payment order status", Status::parse);
 
 #[cfg(test)]
 mod tests {
