@@ -187,6 +187,8 @@ async fn h3_a_hung_database_answers_503_within_the_deadline_and_healthz_within_a
     eprintln!("/healthz while the database hangs: {status:?} after {elapsed:?}");
     assert_eq!(status, Some(503), "/healthz says unhealthy while the database hangs");
     assert!(elapsed < HEALTHZ_BOUND, "/healthz answers within a second ({elapsed:?})");
+    // The probe it left behind ends (unhealthy) while nobody waits: no later answer may use it.
+    tokio::time::sleep(Duration::from_secs(3)).await;
 
     cluster.thaw();
     let recovered = until_created(&server, &key, "after", Duration::from_secs(15)).await;

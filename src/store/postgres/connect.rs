@@ -118,7 +118,8 @@ impl Connector {
                 Err(_) => tokio_postgres::Error::__private_api_timeout(),
             };
             if n > 1 {
-                tracing::warn!(host = %name, error = %crate::error::chain(&error), "database host failed; trying the next");
+                let code = error.code().map_or("-", |c| c.code());
+                super::faults::warn_unavailable(code, &format!("host {name} failed, trying the next: {}", crate::error::chain(&error)));
             }
             failure = Some(error);
         }

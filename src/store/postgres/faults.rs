@@ -89,7 +89,7 @@ pub(crate) async fn within<T>(deadline: Duration, work: impl Future<Output = Res
 }
 
 /// Logs an unavailability at warn, at most once every [`WARN_EVERY`], with the count held back.
-fn warn_unavailable(code: &str, detail: &str) {
+pub(crate) fn warn_unavailable(code: &str, detail: &str) {
     static LAST: Mutex<Option<(Instant, u64)>> = Mutex::new(None);
     let held_back = {
         let mut last = LAST.lock().unwrap_or_else(PoisonError::into_inner);

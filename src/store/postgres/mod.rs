@@ -496,6 +496,10 @@ impl Store for PostgresStore {
     async fn health(&self, deadline: Duration) -> Result<()> {
         within(deadline, async {
             let mut slot = self.probe.lock().await;
+            // Join a probe in flight; one that ended while nobody waited says how things were.
+            if slot.as_ref().is_some_and(|probe| probe.is_finished()) {
+                *slot = None;
+            }
             let probe = slot.get_or_insert_with(|| tokio::spawn(probe(self.db.clone())));
             let outcome = probe.await.unwrap_or_else(|_| Err(Error::internal("the health probe panicked")));
             *slot = None;
