@@ -7,7 +7,9 @@
 //! preconditions, insert the objects with their terms, insert the replies). Every batch still
 //! commits atomically, with its own outcome: a batch whose claim is gone or whose precondition
 //! fails is left out before anything is written; if a write fails anyway, the group is rolled
-//! back and each batch is committed on its own, so one batch's failure never touches another's.
+//! back and each batch is committed on its own, so one batch's failure never touches another's
+//! (unless the failure was the database's: unreachable, hung past the call deadline or
+//! read-only, when every batch of the group is answered 503 at once).
 //! Durability is PostgreSQL's: the one COMMIT returns only once it is flushed (SPEC S3).
 
 use std::collections::HashSet;
