@@ -27,6 +27,13 @@ pub struct Config {
     pub database_url: Option<String>,
     /// Most PostgreSQL connections one instance opens.
     pub database_pool_max: usize,
+    /// How long one PostgreSQL connection's whole set-up (TCP, startup, authentication) may take
+    /// on one host before the next host of the URL is tried (SPEC H1, H3).
+    pub database_connect_timeout_ms: u64,
+    /// How long any one database call (a query, a transaction up to its COMMIT) may take before
+    /// the request is answered 503 and the connection dropped; also the server-side
+    /// `statement_timeout` (SPEC H3). Keep it well below `request_timeout_ms`.
+    pub database_timeout_ms: u64,
     pub tls: TlsSource,
     /// Serve plain HTTP instead of TLS (behind a TLS-terminating proxy only, SPEC T3).
     pub plain_http: bool,
@@ -104,6 +111,8 @@ impl Default for Config {
             master_key_file: None,
             database_url: None,
             database_pool_max: 16,
+            database_connect_timeout_ms: 5_000,
+            database_timeout_ms: 10_000,
             tls: TlsSource::SelfSigned,
             plain_http: false,
             admin_listen: DEFAULT_ADMIN_LISTEN.parse().ok(),

@@ -69,10 +69,19 @@ pub async fn connect(config: &Config) -> anyhow::Result<(Arc<dyn Store>, Arc<Sec
     let secrets = open_secrets(config)?;
     let url = config.database_url();
     if PostgresStore::is_url(&url) {
-        let store = PostgresStore::open(&url, config.database_pool_max, &secrets).await?;
+        let store = PostgresStore::open_with(&url, &postgres_options(config), &secrets).await?;
         return Ok((Arc::new(store), secrets));
     }
     Ok((open_sqlite(config, &secrets)?, secrets))
+}
+
+/// The pool size and time limits of the configuration (SPEC H3).
+fn postgres_options(config: &Config) -> store::postgres::Options {
+    store::postgres::Options {
+        pool_max: config.database_pool_max,
+        connect_timeout: Duration::from_millis(config.database_connect_timeout_ms.max(1)),
+        call_timeout: Duration::from_millis(config.database_timeout_ms.max(1)),
+    }
 }
 
 /// The master key ring of `--master-key-file`, or the data directory's `master.key` (made on
@@ -114,7 +123,7 @@ fn open_sqlite(config: &Config, secrets: &SecretBox) -> anyhow::Result<Arc<dyn S
 pub async fn migrate(config: &Config) -> anyhow::Result<()> {
     let url = config.database_url();
     if PostgresStore::is_url(&url) {
-        return PostgresStore::migrate(&url).await;
+        return PostgresStore::migrate(&url, &postgres_options(config)).await;
     }
     match store::sqlite::path_from_url(&url) {
         Some(path) => SqliteStore::migrate(&path),

@@ -40,6 +40,16 @@ struct StorageArgs {
     /// Most PostgreSQL connections this instance opens (ignored for SQLite).
     #[arg(long, global = true, env = "PAYRAIL_DATABASE_POOL_MAX", default_value_t = 16)]
     database_pool_max: usize,
+    /// Longest one PostgreSQL connection's set-up (TCP, startup, authentication) may take on one
+    /// host before the next host of the URL is tried, in milliseconds.
+    #[arg(long, global = true, env = "PAYRAIL_DATABASE_CONNECT_TIMEOUT_MS", default_value_t = 5_000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    database_connect_timeout_ms: u64,
+    /// Longest one PostgreSQL call (a query, a transaction up to its COMMIT) may take before the
+    /// request answers 503, in milliseconds; also the server-side statement_timeout.
+    #[arg(long, global = true, env = "PAYRAIL_DATABASE_TIMEOUT_MS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    database_timeout_ms: u64,
     /// Master key ring that seals secrets at rest (default: <data-dir>/master.key, created on
     /// first use; keep it outside the data directory in production). Must be mode 0600.
     #[arg(long, global = true, env = "PAYRAIL_MASTER_KEY_FILE")]
@@ -251,6 +261,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         master_key_file: cli.storage.master_key_file,
         database_url: cli.storage.database_url,
         database_pool_max: cli.storage.database_pool_max,
+        database_connect_timeout_ms: cli.storage.database_connect_timeout_ms,
+        database_timeout_ms: cli.storage.database_timeout_ms,
         ..Config::default()
     };
     match cli.command {

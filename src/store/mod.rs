@@ -262,6 +262,12 @@ pub trait Store: Send + Sync + 'static {
     /// Readies what serving needs and the command line does not (run once, before serving).
     async fn prepare_to_serve(&self) {}
 
+    /// Ok when the store can take writes now (`/healthz`, SPEC H3), answered within about
+    /// `deadline`. The default reads; PostgreSQL also checks it is on a writable primary.
+    async fn health(&self, _deadline: std::time::Duration) -> Result<()> {
+        self.api_key("healthz-probe").await.map(|_| ())
+    }
+
     /// The key stored under `hash`, with that hash. Shared: most lookups are answered from
     /// memory, and a request should not copy its key.
     async fn api_key_by_hash(&self, hash: &KeyHash) -> Result<Option<FoundKey>>;

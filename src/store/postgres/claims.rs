@@ -18,12 +18,12 @@
 use std::collections::{HashMap, HashSet};
 
 use bytes::Bytes;
-use deadpool_postgres::Pool;
+use deadpool_postgres::Object;
 use futures_util::future::join_all;
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
-use super::{db_err, pool_err, queue};
+use super::{Db, db_err, queue, within};
 use crate::base::time::Timestamp;
 use crate::error::{Error, Result};
 use crate::store::{Claim, ClaimToken, StoredReply};
@@ -46,10 +46,10 @@ type Job = queue::Job<Request, Claim>;
 pub type Queue = queue::Queue<Request, Claim>;
 
 /// Starts the claimers; they stop when the queue's last sender is dropped.
-pub fn start(pool: Pool) -> Queue {
+pub fn start(db: Db) -> Queue {
     let (tx, jobs) = queue::channel();
     for _ in 0..CLAIMERS {
-        tokio::spawn(claimer(pool.clone(), jobs.clone()));
+        tokio::spawn(claimer(db.clone(), jobs.clone()));
     }
     tx
 }
@@ -58,7 +58,7 @@ pub async fn submit(queue: &Queue, request: Request) -> Result<Claim> {
     queue::submit(queue, request, "claimer").await
 }
 
-async fn claimer(pool: Pool, jobs: queue::Jobs<Request, Claim>) {
+async fn claimer(db: Db, jobs: queue::Jobs<Request, Claim>) {
     // Second requests for a key already in a group, kept for this claimer's next group.
     let mut deferred: Vec<Job> = Vec::new();
     loop {
@@ -75,7 +75,7 @@ async fn claimer(pool: Pool, jobs: queue::Jobs<Request, Claim>) {
                 _ => distinct.push(job),
             }
         }
-        claim_group(&pool, distinct).await;
+        claim_group(&db, distinct).await;
     }
 }
 
@@ -84,9 +84,9 @@ fn key_of(job: &Job) -> (&str, &str) {
 }
 
 /// Claims `group`'s keys (sorted, each once) and answers each request.
-async fn claim_group(pool: &Pool, mut group: Vec<Job>) {
+async fn claim_group(db: &Db, mut group: Vec<Job>) {
     let requests: Vec<&Request> = group.iter().map(|job| &job.item).collect();
-    match claim_together(pool, &requests).await {
+    match claim_together(db, &requests).await {
         Ok(claims) => {
             for (job, claim) in group.into_iter().zip(claims) {
                 let _ = job.done.send(Ok(claim));
@@ -97,7 +97,7 @@ async fn claim_group(pool: &Pool, mut group: Vec<Job>) {
                 let _ = job.done.send(Err(err));
             }
         }
-        // The database is out of reach: claiming alone would fail as well.
+        // The database is out of reach (or hung, or read-only): claiming alone would fail as well.
         Err(Error::Unavailable { message, retry_after_s }) => {
             for job in group {
                 let _ = job.done.send(Err(Error::Unavailable { message: message.clone(), retry_after_s }));
@@ -105,7 +105,7 @@ async fn claim_group(pool: &Pool, mut group: Vec<Job>) {
         }
         Err(err) => {
             tracing::debug!(error = %crate::error::chain(&err), "a group claim failed; claiming its keys one by one");
-            let alone = join_all(group.iter().map(|job| async move { claim_together(pool, &[&job.item]).await })).await;
+            let alone = join_all(group.iter().map(|job| async move { claim_together(db, &[&job.item]).await })).await;
             for (job, claim) in group.into_iter().zip(alone) {
                 let _ = job.done.send(claim.map(|mut claims| claims.pop().unwrap_or(Claim::InFlight)));
             }
@@ -149,9 +149,15 @@ pub const RELEASE_SQL: &str =
      WHERE c.api_key_id = k.api_key_id AND c.key = k.key AND c.nonce = k.nonce
      RETURNING c.api_key_id, c.key, c.nonce";
 
-/// Claims `requests` (distinct keys, sorted) with one pipelined round trip; the answers in order.
-async fn claim_together(pool: &Pool, requests: &[&Request]) -> Result<Vec<Claim>> {
-    let client = pool.get().await.map_err(pool_err)?;
+/// Claims `requests` (distinct keys, sorted) with one pipelined round trip, under the call
+/// deadline; the answers in order.
+async fn claim_together(db: &Db, requests: &[&Request]) -> Result<Vec<Claim>> {
+    let client = db.get().await?;
+    let outcome = within(db.deadline, claim_on(&client, requests)).await;
+    db.settle(client, outcome)
+}
+
+async fn claim_on(client: &Object, requests: &[&Request]) -> Result<Vec<Claim>> {
     let ids: Vec<&str> = requests.iter().map(|r| r.api_key_id.as_str()).collect();
     let keys: Vec<&str> = requests.iter().map(|r| r.key.as_str()).collect();
     let nonces: Vec<i64> = requests.iter().map(|r| r.nonce).collect();
@@ -186,7 +192,7 @@ async fn claim_together(pool: &Pool, requests: &[&Request]) -> Result<Vec<Claim>
         Ok(rows) => rows,
         Err(err) => {
             // Give back what the first statement took: a retry must not wait for the leases.
-            release(&client, &requests.iter().copied().filter(is_taken).collect::<Vec<_>>()).await;
+            release(client, &requests.iter().copied().filter(is_taken).collect::<Vec<_>>()).await;
             return Err(db_err(err));
         }
     };
@@ -195,7 +201,7 @@ async fn claim_together(pool: &Pool, requests: &[&Request]) -> Result<Vec<Claim>
     // Taken, but a reply was committed as the previous owner let go: give the key back, replay.
     let give_back: Vec<&Request> =
         requests.iter().copied().filter(|r| is_taken(r) && late.contains_key(&(r.api_key_id.as_str(), r.key.as_str()))).collect();
-    release(&client, &give_back).await;
+    release(client, &give_back).await;
     Ok(requests
         .iter()
         .map(|r| {
@@ -214,7 +220,7 @@ async fn claim_together(pool: &Pool, requests: &[&Request]) -> Result<Vec<Claim>
         .collect())
 }
 
-async fn release(client: &deadpool_postgres::Object, requests: &[&Request]) {
+async fn release(client: &Object, requests: &[&Request]) {
     if requests.is_empty() {
         return;
     }

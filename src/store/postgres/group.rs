@@ -7,14 +7,14 @@
 //! preconditions, insert the objects with their terms, insert the replies). Every batch still
 //! commits atomically, with its own outcome: a batch whose claim is gone or whose precondition
 //! fails is left out before anything is written; if a write fails anyway, the group is rolled
-//! back and each batch is committed on its own, so one batch's failure never touches another's.
+//! back and each batch is committed on its own, so one batch's failure never touches another's
+//! (unless the failure was the database's: unreachable, hung past the call deadline or
+//! read-only, when every batch of the group is answered 503 at once).
 //! Durability is PostgreSQL's: the one COMMIT returns only once it is flushed (SPEC S3).
 
 use std::collections::HashSet;
 
-use deadpool_postgres::Pool;
-
-use super::{claims, commit_alone, db_err, pool_err, queue, writes};
+use super::{Db, claims, commit_alone, db_err, queue, within, writes};
 use crate::error::{Error, Result};
 use crate::store::sql::kind_str;
 use crate::store::{ObjectRecord, StoredReply, Write, WriteBatch, abandoned, claim_lost, reply_cache};
@@ -33,10 +33,10 @@ pub fn eligible(batch: &WriteBatch) -> bool {
 }
 
 /// Starts the committers; they stop when the queue's last sender is dropped.
-pub fn start(pool: Pool) -> Queue {
+pub fn start(db: Db) -> Queue {
     let (tx, jobs) = queue::channel();
     for _ in 0..COMMITTERS {
-        tokio::spawn(committer(pool.clone(), jobs.clone()));
+        tokio::spawn(committer(db.clone(), jobs.clone()));
     }
     tx
 }
@@ -45,13 +45,13 @@ pub async fn submit(queue: &Queue, batch: WriteBatch) -> Result<()> {
     queue::submit(queue, batch, "group committer").await
 }
 
-async fn committer(pool: Pool, jobs: queue::Jobs<WriteBatch, ()>) {
+async fn committer(db: Db, jobs: queue::Jobs<WriteBatch, ()>) {
     loop {
         let mut group = Vec::new();
         if !queue::gather(&jobs, &mut group, GROUP_MAX).await {
             return;
         }
-        commit_group(&pool, group).await;
+        commit_group(&db, group).await;
     }
 }
 
@@ -64,26 +64,14 @@ enum Written {
     CommitFailed(Error),
 }
 
-async fn commit_group(pool: &Pool, group: Vec<Job>) {
+async fn commit_group(db: &Db, group: Vec<Job>) {
     if group.len() == 1 {
         let job = group.into_iter().next().expect("one job");
-        let _ = job.done.send(commit_alone(pool, job.item).await);
+        let _ = job.done.send(commit_alone(db, job.item).await);
         return;
     }
     let mut outcomes: Vec<Option<Result<()>>> = (0..group.len()).map(|_| None).collect();
-    let written = match pool.get().await {
-        Ok(mut client) => match write_group(&mut client, &group, &mut outcomes).await {
-            Ok(()) => match client.batch_execute("COMMIT").await {
-                Ok(()) => Written::Committed,
-                Err(err) => Written::CommitFailed(db_err(err)),
-            },
-            Err(err) => {
-                let _ = client.batch_execute("ROLLBACK").await;
-                Written::RolledBack(err)
-            }
-        },
-        Err(err) => Written::RolledBack(pool_err(err)),
-    };
+    let written = write_and_commit(db, &group, &mut outcomes).await;
     match &written {
         Written::RolledBack(err) => {
             tracing::debug!(error = %crate::error::chain(&err), "a group commit was rolled back; committing its batches one by one")
@@ -97,10 +85,40 @@ async fn commit_group(pool: &Pool, group: Vec<Job>) {
             (_, Some(refused)) => refused,
             (Written::Committed, None) => Ok(()),
             (Written::CommitFailed(_), None) => Err(commit_outcome_unknown()),
-            (Written::RolledBack(_), None) => commit_alone(pool, job.item).await,
+            // The database is out of reach (or hung, or read-only): alone, each would fail
+            // too, one deadline after the other.
+            (Written::RolledBack(Error::Unavailable { message, retry_after_s }), None) => {
+                Err(Error::Unavailable { message: message.clone(), retry_after_s: *retry_after_s })
+            }
+            (Written::RolledBack(_), None) => commit_alone(db, job.item).await,
         };
         let _ = job.done.send(result);
     }
+}
+
+/// The group's transaction, each step under the call deadline; a connection that failed with
+/// 503 is dropped (rolled back by the server when it sees the connection close).
+async fn write_and_commit(db: &Db, group: &[Job], outcomes: &mut [Option<Result<()>>]) -> Written {
+    let mut client = match db.get().await {
+        Ok(client) => client,
+        Err(err) => return Written::RolledBack(err),
+    };
+    let written = match within(db.deadline, write_group(&mut client, group, outcomes)).await {
+        Ok(()) => match within(db.deadline, async { client.batch_execute("COMMIT").await.map_err(db_err) }).await {
+            Ok(()) => Written::Committed,
+            Err(err) => Written::CommitFailed(err),
+        },
+        Err(err @ Error::Unavailable { .. }) => Written::RolledBack(err),
+        Err(err) => match within(db.deadline, async { client.batch_execute("ROLLBACK").await.map_err(db_err) }).await {
+            Ok(()) => Written::RolledBack(err),
+            // The rollback failing says more than the write's own error: the connection broke.
+            Err(broken) => Written::RolledBack(broken),
+        },
+    };
+    if matches!(&written, Written::RolledBack(Error::Unavailable { .. }) | Written::CommitFailed(Error::Unavailable { .. })) {
+        db.discard(client);
+    }
+    written
 }
 
 /// What each request of a group whose COMMIT failed is told: a retry with the same

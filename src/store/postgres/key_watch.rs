@@ -9,6 +9,11 @@
 //! It trusts its cache only until shortly before that lease ends and while the connection is
 //! up; an instance that is partitioned, paused or gone stops trusting its cache before the
 //! database stops counting it as alive, so the waiting command never depends on it.
+//!
+//! The watch connects through the store's connector (each host of the URL in turn, each under
+//! the connect timeout) and every statement on it runs under the call deadline: a hung or
+//! demoted primary ends the connection (and the trust) within seconds, and the watch
+//! reconnects by itself, to the next host of the URL if need be (SPEC H1, H3).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,9 +21,10 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use tokio::sync::oneshot;
-use tokio_postgres::{AsyncMessage, Client, NoTls};
+use tokio_postgres::{AsyncMessage, Client};
 
-use super::db_err;
+use super::connect::Connector;
+use super::{db_err, within};
 use crate::error::Result;
 
 /// How often an instance renews its lease and re-reads the epoch without a notification.
@@ -65,24 +71,41 @@ impl KeyWatch {
 }
 
 /// Starts watching; the watcher stops (and withdraws the instance) when `stop` is dropped.
-pub fn start(config: tokio_postgres::Config) -> (Arc<KeyWatch>, oneshot::Sender<()>) {
+/// `deadline` bounds each statement on the watch's connection.
+pub fn start(connector: Arc<Connector>, deadline: Duration) -> (Arc<KeyWatch>, oneshot::Sender<()>) {
     let watch = Arc::new(KeyWatch::new());
     let (stop_tx, stop_rx) = oneshot::channel();
-    tokio::spawn(run(config, watch.clone(), stop_rx));
+    let link = Link { connector, deadline };
+    tokio::spawn(run(link, watch.clone(), stop_rx));
     (watch, stop_tx)
 }
 
-async fn run(config: tokio_postgres::Config, watch: Arc<KeyWatch>, mut stop: oneshot::Receiver<()>) {
+/// How the watch reaches the database.
+struct Link {
+    connector: Arc<Connector>,
+    deadline: Duration,
+}
+
+/// Aborts the task driving a connection when the watch lets go of it, however it does.
+struct Driver(tokio::task::JoinHandle<String>);
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+async fn run(link: Link, watch: Arc<KeyWatch>, mut stop: oneshot::Receiver<()>) {
     let instance = format!("inst_{}", uuid::Uuid::new_v4().simple());
     loop {
         let outcome = tokio::select! {
-            outcome = watch_once(&config, &watch, &instance) => outcome,
+            outcome = watch_once(&link, &watch, &instance) => outcome,
             _ = &mut stop => None,
         };
         watch.distrust();
         match outcome {
             None => {
-                withdraw(&config, &instance).await;
+                let _ = tokio::time::timeout(link.deadline, withdraw(&link, &instance)).await;
                 return;
             }
             Some(err) => tracing::warn!(%err, "API key cache disabled until the database is reachable again"),
@@ -95,13 +118,13 @@ async fn run(config: tokio_postgres::Config, watch: Arc<KeyWatch>, mut stop: one
 }
 
 /// Listens and heartbeats on one connection until it fails (returns why).
-async fn watch_once(config: &tokio_postgres::Config, watch: &KeyWatch, instance: &str) -> Option<String> {
-    let (client, mut connection) = match config.connect(NoTls).await {
+async fn watch_once(link: &Link, watch: &KeyWatch, instance: &str) -> Option<String> {
+    let (client, mut connection) = match link.connector.connect().await {
         Ok(pair) => pair,
         Err(err) => return Some(crate::error::chain(&err)),
     };
     let (notified_tx, mut notified) = tokio::sync::mpsc::unbounded_channel();
-    let mut driver = tokio::spawn(async move {
+    let mut driver = Driver(tokio::spawn(async move {
         let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
         while let Some(message) = messages.next().await {
             match message {
@@ -113,20 +136,19 @@ async fn watch_once(config: &tokio_postgres::Config, watch: &KeyWatch, instance:
             }
         }
         "the connection closed".to_owned()
-    });
-    if let Err(err) = client.batch_execute("LISTEN payrail_keys").await {
-        driver.abort();
+    }));
+    let listen = within(link.deadline, async { client.batch_execute("LISTEN payrail_keys").await.map_err(db_err) });
+    if let Err(err) = listen.await {
         return Some(crate::error::chain(&err));
     }
     loop {
-        if let Err(err) = sync(&client, watch, instance).await {
-            driver.abort();
+        if let Err(err) = within(link.deadline, sync(&client, watch, instance)).await {
             return Some(crate::error::chain(&err));
         }
         tokio::select! {
             _ = notified.recv() => {}
             () = tokio::time::sleep(HEARTBEAT) => {}
-            ended = &mut driver => return Some(ended.unwrap_or_else(|err| crate::error::chain(&err))),
+            ended = &mut driver.0 => return Some(ended.unwrap_or_else(|err| crate::error::chain(&err))),
         }
     }
 }
@@ -153,8 +175,8 @@ async fn sync(client: &Client, watch: &KeyWatch, instance: &str) -> Result<()> {
     Ok(())
 }
 
-async fn withdraw(config: &tokio_postgres::Config, instance: &str) {
-    if let Ok((client, connection)) = config.connect(NoTls).await {
+async fn withdraw(link: &Link, instance: &str) {
+    if let Ok((client, connection)) = link.connector.connect().await {
         let driver = tokio::spawn(connection);
         let _ = client.execute("DELETE FROM key_cache_instances WHERE id = $1", &[&instance]).await;
         drop(client);
@@ -170,12 +192,13 @@ pub async fn bump(tx: &deadpool_postgres::Transaction<'_>) -> Result<i64> {
 }
 
 /// After a key change committed: waits until no live instance can still trust a cache from
-/// before `epoch` (each has acknowledged it, or its lease has run out).
-pub async fn await_acknowledged(client: &Client, epoch: i64) -> Result<()> {
+/// before `epoch` (each has acknowledged it, or its lease has run out). Each look is bounded by
+/// `deadline`.
+pub async fn await_acknowledged(client: &Client, epoch: i64, deadline: Duration) -> Result<()> {
     let give_up = Instant::now() + LEASE + HEARTBEAT + MARGIN;
     let sql = format!("SELECT count(*) FROM key_cache_instances WHERE seen_epoch < $1 AND alive_until > {DB_NOW}");
     loop {
-        let behind: i64 = client.query_one(&sql, &[&epoch]).await.map_err(db_err)?.get(0);
+        let behind: i64 = within(deadline, async { client.query_one(&sql, &[&epoch]).await.map_err(db_err) }).await?.get(0);
         if behind == 0 {
             return Ok(());
         }

@@ -1,28 +1,31 @@
-//! The PostgreSQL store, for several Payrail instances behind a load balancer (SPEC S2, I9).
+//! The PostgreSQL store, for several Payrail instances behind a load balancer (SPEC S2, I9, H1, H3).
 //!
 //! Everything a guarantee depends on is decided by the database: idempotency claims are rows
 //! (taken with an upsert that only succeeds when the previous lease has run out), replies
 //! commit in the same transaction as their effects, versioned replaces settle concurrent
 //! updates from any instance, and `Require` preconditions hold a key-share lock until commit.
 //! Commits are durable (`synchronous_commit=on` on every connection). A database that cannot
-//! be reached answers 503 with `Retry-After`; the pool reconnects by itself when it returns.
+//! be reached, hangs or stops taking writes answers 503 with `Retry-After` within the call
+//! deadline (`faults`); the pool drops the connections it broke and reconnects by itself, to the
+//! next host of a multi-host URL if need be (`connect`).
 
 mod claims;
+mod connect;
+mod faults;
 mod group;
 mod key_watch;
 mod migrations;
 mod queue;
 mod writes;
 
-use std::str::FromStr;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use rand::{Rng, RngCore};
+use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{NoTls, Row};
 
 use super::key_cache::KeyEntries;
 use super::reply_cache::{self, ReplyCache};
@@ -31,20 +34,22 @@ use crate::base::api_key::{ApiKey, KeyHash, KeyHasher, Scope};
 use crate::base::secret_box::{self, SecretBox};
 use crate::base::time::Timestamp;
 use crate::error::{Error, Result};
+pub use connect::Options;
+use connect::{Connector, PoolConnect};
+pub(crate) use faults::{Db, db_err, within};
 
-/// How long a request waits for a pooled connection before answering 503.
+/// How long a request waits for a pooled connection before answering 503 (at most).
 const POOL_WAIT: Duration = Duration::from_secs(5);
-const RETRY_AFTER_S: u64 = 1;
 /// Outbox positions are `(transaction id << RANK_BITS) | rank of the row in its transaction`.
 const RANK_BITS: u32 = 16;
 const RANK_MASK: i64 = (1 << RANK_BITS) - 1;
 
 pub struct PostgresStore {
-    pool: Pool,
+    db: Db,
     hasher: KeyHasher,
     /// For the key watch's own connection, started with the first authentication (a command
     /// such as `payrail keys revoke` never starts one).
-    config: tokio_postgres::Config,
+    connector: Arc<Connector>,
     keys: KeyEntries,
     replies: ReplyCache,
     key_watch: OnceLock<(Arc<key_watch::KeyWatch>, tokio::sync::oneshot::Sender<()>)>,
@@ -52,6 +57,11 @@ pub struct PostgresStore {
     group: group::Queue,
     /// Idempotency claims of concurrent requests, taken together (see `claims`).
     claims: claims::Queue,
+    /// The health probe in flight, shared by `/healthz` callers. It runs to its end even when
+    /// they stop waiting (they wait under a second), so a probe that must try the URL's next
+    /// host, one connect timeout after the hung one, gets there: a server that no request
+    /// reaches still moves on, and turns healthy again.
+    probe: tokio::sync::Mutex<Option<tokio::task::JoinHandle<Result<()>>>>,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -80,70 +90,111 @@ impl PostgresStore {
         url.starts_with("postgres://") || url.starts_with("postgresql://")
     }
 
+    /// Connects, applies migrations (under an advisory lock) and builds the pool, with the
+    /// default limits ([`Options`]) and a pool of `pool_max`.
+    pub async fn open(url: &str, pool_max: usize, secrets: &SecretBox) -> anyhow::Result<Self> {
+        Self::open_with(url, &Options { pool_max, ..Options::default() }, secrets).await
+    }
+
     /// Connects, applies migrations (under an advisory lock) and builds the pool.
     /// The key pepper is sealed under `secrets` (sealed in place if an older release left it
     /// plain).
-    pub async fn open(url: &str, pool_max: usize, secrets: &SecretBox) -> anyhow::Result<Self> {
-        let mut config = tokio_postgres::Config::from_str(url).map_err(|e| anyhow::anyhow!("invalid database URL {}: {e}", redact(url)))?;
-        if config.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
-            anyhow::bail!("sslmode=require is not supported by this build: reach PostgreSQL over a private network or a local TLS tunnel");
-        }
-        // Durable commits whatever the server's default (SPEC S3).
-        config.options("-c synchronous_commit=on");
-        config.connect_timeout(Duration::from_secs(5));
-        let (mut client, connection) = config
-            .connect(NoTls)
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot reach PostgreSQL at {}: {}", redact(url), crate::error::chain(&e)))?;
+    pub async fn open_with(url: &str, options: &Options, secrets: &SecretBox) -> anyhow::Result<Self> {
+        let config = connect::config(url, options, true)?;
+        let connector = Arc::new(Connector::new(&config, options.connect_timeout));
+        // Migrations run without the call deadline: one may rightly take longer.
+        let setup = connector.sibling(&connect::config(url, options, false)?);
+        let (mut client, connection) = setup.connect().await.map_err(|e| unreachable(url, &e))?;
         let driver = tokio::spawn(connection);
         migrations::apply(&mut client).await?;
         let pepper = load_pepper(&client, secrets).await?;
         drop(client);
-        let _ = driver.await;
-        let manager = Manager::from_config(config.clone(), NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let _ = tokio::time::timeout(options.call_timeout, driver).await;
+        let manager =
+            Manager::from_connect(config, PoolConnect(connector.clone()), ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        // Creating a connection may try every host, each for up to the connect timeout.
+        let hosts = u32::try_from(connector.hosts()).unwrap_or(u32::MAX);
         let pool = Pool::builder(manager)
-            .max_size(pool_max.max(1))
-            .wait_timeout(Some(POOL_WAIT))
-            .create_timeout(Some(POOL_WAIT))
+            .max_size(options.pool_max.max(1))
+            .wait_timeout(Some(POOL_WAIT.min(options.call_timeout)))
+            .create_timeout(Some(options.connect_timeout.saturating_mul(hosts) + Duration::from_secs(1)))
+            .recycle_timeout(Some(options.call_timeout))
             .runtime(Runtime::Tokio1)
             .build()?;
-        let group = group::start(pool.clone());
-        let claims = claims::start(pool.clone());
+        let db = Db { pool, deadline: options.call_timeout };
+        let group = group::start(db.clone());
+        let claims = claims::start(db.clone());
         Ok(PostgresStore {
-            pool,
+            db,
             hasher: KeyHasher::new(pepper),
-            config,
+            connector,
             keys: KeyEntries::default(),
             replies: ReplyCache::default(),
             key_watch: OnceLock::new(),
+            probe: tokio::sync::Mutex::new(None),
             group,
             claims,
         })
     }
 
     /// Only migrates (the `payrail migrate` command).
-    pub async fn migrate(url: &str) -> anyhow::Result<()> {
-        let (mut client, connection) = tokio_postgres::connect(url, NoTls)
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot reach PostgreSQL at {}: {}", redact(url), crate::error::chain(&e)))?;
+    pub async fn migrate(url: &str, options: &Options) -> anyhow::Result<()> {
+        let setup = Connector::new(&connect::config(url, options, false)?, options.connect_timeout);
+        let (mut client, connection) = setup.connect().await.map_err(|e| unreachable(url, &e))?;
         tokio::spawn(connection);
         migrations::apply(&mut client).await
     }
 
-    async fn client(&self) -> Result<deadpool_postgres::Object> {
-        self.pool.get().await.map_err(pool_err)
+    /// One statement on a pooled connection, under the call deadline.
+    async fn query(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
+        let client = self.db.get().await?;
+        let outcome = within(self.db.deadline, async {
+            let statement = client.prepare_cached(sql).await.map_err(db_err)?;
+            client.query(&statement, params).await.map_err(db_err)
+        })
+        .await;
+        self.db.settle(client, outcome)
     }
 
-    async fn query(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
-        let client = self.client().await?;
-        let statement = client.prepare_cached(sql).await.map_err(db_err)?;
-        client.query(&statement, params).await.map_err(db_err)
+    /// One `execute` per statement of `statements`, in order, on one pooled connection under
+    /// the call deadline; the rows each changed.
+    async fn execute_all(&self, statements: &[(&str, &[&(dyn ToSql + Sync)])]) -> Result<Vec<u64>> {
+        let client = self.db.get().await?;
+        let outcome = within(self.db.deadline, async {
+            let mut changed = Vec::with_capacity(statements.len());
+            for (sql, params) in statements {
+                changed.push(client.execute(*sql, params).await.map_err(db_err)?);
+            }
+            Ok(changed)
+        })
+        .await;
+        self.db.settle(client, outcome)
     }
 }
 
-/// Commits one batch in its own transaction.
-async fn commit_alone(pool: &Pool, batch: WriteBatch) -> Result<()> {
-    let mut client = pool.get().await.map_err(pool_err)?;
+fn unreachable(url: &str, err: &tokio_postgres::Error) -> anyhow::Error {
+    anyhow::anyhow!("cannot reach PostgreSQL at {}: {}", redact(url), crate::error::chain(err))
+}
+
+/// Commits one batch in its own transaction, under the call deadline.
+async fn commit_alone(db: &Db, batch: WriteBatch) -> Result<()> {
+    let mut client = db.get().await?;
+    let committed = within(db.deadline, write_and_commit(&mut client, &batch)).await;
+    let key_epoch = match committed {
+        Ok(epoch) => epoch,
+        Err(err) => return db.settle(client, Err(err)),
+    };
+    // A key change returns only once no instance can still serve the old key from its cache
+    // (a wait of its own, bounded by the key leases rather than the call deadline).
+    let acknowledged = match key_epoch {
+        Some(epoch) => key_watch::await_acknowledged(&client, epoch, db.deadline).await,
+        None => Ok(()),
+    };
+    db.settle(client, acknowledged)
+}
+
+/// The batch's transaction, up to and including its COMMIT; the new key epoch if it moved one.
+async fn write_and_commit(client: &mut deadpool_postgres::Object, batch: &WriteBatch) -> Result<Option<i64>> {
     let tx = client.transaction().await.map_err(db_err)?;
     writes::apply_all(&tx, batch.claim.as_ref(), &batch.writes).await?;
     let key_epoch = if batch.changes_keys() { Some(key_watch::bump(&tx).await?) } else { None };
@@ -154,11 +205,7 @@ async fn commit_alone(pool: &Pool, batch: WriteBatch) -> Result<()> {
         return Err(abandoned());
     }
     tx.commit().await.map_err(db_err)?;
-    // A key change returns only once no instance can still serve the old key from its cache.
-    if let Some(epoch) = key_epoch {
-        key_watch::await_acknowledged(&client, epoch).await?;
-    }
-    Ok(())
+    Ok(key_epoch)
 }
 
 /// The per-database secret keys are hashed under, stored sealed; made by the first instance.
@@ -180,32 +227,6 @@ async fn load_pepper(client: &tokio_postgres::Client, secrets: &SecretBox) -> an
         }
     }
     Ok(pepper)
-}
-
-/// A database error: unreachable is 503 (retry), a lost race is a retryable conflict, the
-/// rest is a 500 whose detail stays in the log.
-pub(crate) fn db_err(err: tokio_postgres::Error) -> Error {
-    use tokio_postgres::error::SqlState;
-    if err.is_closed() || err.code().is_none() {
-        tracing::warn!(error = %crate::error::chain(&err), "database unavailable");
-        return Error::Unavailable { message: "The database is unavailable; retry shortly.".into(), retry_after_s: RETRY_AFTER_S };
-    }
-    match err.code() {
-        Some(code) if *code == SqlState::T_R_SERIALIZATION_FAILURE || *code == SqlState::T_R_DEADLOCK_DETECTED => {
-            Error::Conflict { message: "The request collided with another; retry.".into(), parameter: None, retry_after_s: Some(0) }
-        }
-        Some(code) if *code == SqlState::ADMIN_SHUTDOWN || *code == SqlState::CANNOT_CONNECT_NOW => {
-            tracing::warn!(code = code.code(), error = %crate::error::chain(&err), "database unavailable");
-            Error::Unavailable { message: "The database is unavailable; retry shortly.".into(), retry_after_s: RETRY_AFTER_S }
-        }
-        Some(code) => Error::Internal(format!("postgres {}: {}", code.code(), crate::error::chain(&err))),
-        None => Error::Internal(format!("postgres: {}", crate::error::chain(&err))),
-    }
-}
-
-fn pool_err(err: PoolError) -> Error {
-    tracing::warn!(error = %crate::error::chain(&err), "no database connection");
-    Error::Unavailable { message: "The database is unavailable; retry shortly.".into(), retry_after_s: RETRY_AFTER_S }
 }
 
 fn stored_object(row: &Row) -> StoredObject {
@@ -286,7 +307,7 @@ impl Store for PostgresStore {
         if group::eligible(&batch) {
             group::submit(&self.group, batch).await?;
         } else {
-            commit_alone(&self.pool, batch).await?;
+            commit_alone(&self.db, batch).await?;
         }
         self.replies.insert_committed(&saved);
         Ok(())
@@ -331,7 +352,7 @@ impl Store for PostgresStore {
     }
 
     async fn api_key_by_hash(&self, hash: &KeyHash) -> Result<Option<FoundKey>> {
-        let (watch, _) = self.key_watch.get_or_init(|| key_watch::start(self.config.clone()));
+        let (watch, _) = self.key_watch.get_or_init(|| key_watch::start(self.connector.clone(), self.db.deadline));
         // The epoch is read before the database, so an entry is never newer than its epoch.
         let epoch = watch.epoch();
         if let Some(hit) = epoch.and_then(|epoch| self.keys.get(epoch, hash)) {
@@ -450,31 +471,63 @@ impl Store for PostgresStore {
     }
 
     async fn replace_setting(&self, name: &str, old: &[u8], new: &[u8]) -> Result<bool> {
-        let client = self.client().await?;
-        let n =
-            client.execute("UPDATE settings SET value = $1 WHERE name = $2 AND value = $3", &[&new, &name, &old]).await.map_err(db_err)?;
-        Ok(n == 1)
+        let changed = self.execute_all(&[("UPDATE settings SET value = $1 WHERE name = $2 AND value = $3", &[&new, &name, &old])]).await?;
+        Ok(changed.first() == Some(&1))
     }
 
     async fn purge_replies(&self, now: Timestamp, batch_max: usize) -> Result<usize> {
-        let client = self.client().await?;
         // Expired claims of vanished owners go too, and instances gone for an hour; they are
         // harmless but need not linger.
-        client.execute("DELETE FROM idempotency_claims WHERE lease_until <= $1", &[&now.as_micros()]).await.map_err(db_err)?;
-        client
-            .execute("DELETE FROM key_cache_instances WHERE alive_until <= $1", &[&now.plus_secs(-3600).as_micros()])
-            .await
-            .map_err(db_err)?;
-        let purged = client
-            .execute(
-                "DELETE FROM idempotency_replies WHERE ctid = ANY (ARRAY (
-                   SELECT ctid FROM idempotency_replies WHERE expires_at <= $1 LIMIT $2))",
-                &[&now.as_micros(), &(batch_max as i64)],
-            )
-            .await
-            .map_err(db_err)?;
-        Ok(usize::try_from(purged).unwrap_or(0))
+        let (now_us, hour_ago_us, limit) = (now.as_micros(), now.plus_secs(-3600).as_micros(), batch_max as i64);
+        let changed = self
+            .execute_all(&[
+                ("DELETE FROM idempotency_claims WHERE lease_until <= $1", &[&now_us]),
+                ("DELETE FROM key_cache_instances WHERE alive_until <= $1", &[&hour_ago_us]),
+                (
+                    "DELETE FROM idempotency_replies WHERE ctid = ANY (ARRAY (
+                       SELECT ctid FROM idempotency_replies WHERE expires_at <= $1 LIMIT $2))",
+                    &[&now_us, &limit],
+                ),
+            ])
+            .await?;
+        Ok(changed.last().map_or(0, |&purged| usize::try_from(purged).unwrap_or(0)))
     }
+
+    async fn health(&self, deadline: Duration) -> Result<()> {
+        within(deadline, async {
+            let mut slot = self.probe.lock().await;
+            // Join a probe in flight; one that ended while nobody waited says how things were.
+            if slot.as_ref().is_some_and(|probe| probe.is_finished()) {
+                *slot = None;
+            }
+            let probe = slot.get_or_insert_with(|| tokio::spawn(probe(self.db.clone())));
+            let outcome = probe.await.unwrap_or_else(|_| Err(Error::internal("the health probe panicked")));
+            *slot = None;
+            outcome
+        })
+        .await
+    }
+}
+
+/// Whether a writable primary answers, on a pooled connection, under the call deadline.
+async fn probe(db: Db) -> Result<()> {
+    let client = db.get().await?;
+    let outcome = within(db.deadline, async {
+        // A standby, or a primary told to refuse writes (as a demoted one is), is not healthy.
+        let row =
+            client.query_one("SELECT pg_is_in_recovery() OR current_setting('transaction_read_only') = 'on'", &[]).await.map_err(db_err)?;
+        if row.get::<_, bool>(0) {
+            return Err(db_err_read_only());
+        }
+        Ok(())
+    })
+    .await;
+    db.settle(client, outcome)
+}
+
+/// What a read-only primary answers writes with (25006), for the health probe that finds one.
+fn db_err_read_only() -> Error {
+    faults::unavailable_because("25006", "the database does not take writes (a standby, or set read-only)")
 }
 
 #[cfg(test)]

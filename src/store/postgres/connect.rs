@@ -1,0 +1,267 @@
+//! Connecting to PostgreSQL through a libpq-style URL, one or several hosts (SPEC H1, H3).
+//!
+//! tokio-postgres tries a multi-host URL's hosts in turn, but its `connect_timeout` covers only
+//! the TCP connect: a hung host (its kernel still accepts connections, its server never
+//! answers the startup message) holds the attempt forever and the next host is never tried. So
+//! the URL is split into one configuration per host, and each attempt (TCP, startup,
+//! authentication, the `target_session_attrs` check) runs under the connect timeout before the
+//! next host is tried. The host that answered last is tried first next time, so a pool that
+//! moved on after a failover does not pay the hung host's timeout for every new connection.
+//!
+//! Every connection also gets TCP keepalives and a TCP user timeout (a host that vanishes is
+//! noticed by the kernel), and pooled connections get server-side `statement_timeout` and
+//! `idle_in_transaction_session_timeout` equal to the call deadline.
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use deadpool_postgres::Connect;
+use futures_util::future::BoxFuture;
+use rand::Rng;
+use tokio_postgres::config::{Host, LoadBalanceHosts};
+use tokio_postgres::tls::NoTlsStream;
+use tokio_postgres::{Client, Config, Connection, NoTls, Socket};
+
+use super::redact;
+
+/// Idle time before the first keepalive probe, between probes, and probes before giving up.
+const KEEPALIVE_IDLE: Duration = Duration::from_secs(5);
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(2);
+const KEEPALIVE_RETRIES: u32 = 3;
+
+/// How an instance uses PostgreSQL: pool size and time limits (SPEC H3).
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// Most pooled connections.
+    pub pool_max: usize,
+    /// The whole set-up of one connection to one host: TCP, startup, authentication.
+    pub connect_timeout: Duration,
+    /// Every call on a connection (a query, a transaction up to its COMMIT); also the
+    /// server-side `statement_timeout` and `idle_in_transaction_session_timeout`.
+    pub call_timeout: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { pool_max: 16, connect_timeout: Duration::from_secs(5), call_timeout: Duration::from_secs(10) }
+    }
+}
+
+/// The URL's configuration with durable commits, keepalives and a TCP user timeout.
+/// `server_timeouts` adds the server-side statement and idle-transaction timeouts (left out for
+/// migrations, which may rightly take longer than a request).
+pub fn config(url: &str, options: &Options, server_timeouts: bool) -> anyhow::Result<Config> {
+    let mut config = Config::from_str(url).map_err(|e| anyhow::anyhow!("invalid database URL {}: {e}", redact(url)))?;
+    if config.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
+        anyhow::bail!("sslmode=require is not supported by this build: reach PostgreSQL over a private network or a local TLS tunnel");
+    }
+    // Durable commits whatever the server's default (SPEC S3).
+    let mut settings = format!("{} -c synchronous_commit=on", config.get_options().unwrap_or(""));
+    if server_timeouts {
+        let ms = options.call_timeout.as_millis();
+        settings.push_str(&format!(" -c statement_timeout={ms} -c idle_in_transaction_session_timeout={ms}"));
+    }
+    config.options(settings.trim_start());
+    config.connect_timeout(options.connect_timeout);
+    config.keepalives(true).keepalives_idle(KEEPALIVE_IDLE).keepalives_interval(KEEPALIVE_INTERVAL).keepalives_retries(KEEPALIVE_RETRIES);
+    // Data the server's kernel leaves unacknowledged this long breaks the connection.
+    config.tcp_user_timeout(options.call_timeout.max(Duration::from_secs(1)));
+    Ok(config)
+}
+
+/// Connects to the first host of the URL that answers in time (see the module header).
+pub struct Connector {
+    hosts: Vec<(String, Config)>,
+    /// The host to try first: the one that answered last (shared by connectors of one URL).
+    preferred: Arc<AtomicUsize>,
+    timeout: Duration,
+    random: bool,
+}
+
+impl Connector {
+    pub fn new(config: &Config, timeout: Duration) -> Self {
+        let random = config.get_load_balance_hosts() == LoadBalanceHosts::Random;
+        Connector { hosts: one_per_host(config), preferred: Arc::new(AtomicUsize::new(0)), timeout, random }
+    }
+
+    /// A connector for the same hosts with other settings (`config`, from the same URL) that
+    /// shares this one's preferred host: where the migrations found the primary, the pool
+    /// looks first.
+    pub fn sibling(&self, config: &Config) -> Self {
+        Connector { hosts: one_per_host(config), preferred: self.preferred.clone(), timeout: self.timeout, random: self.random }
+    }
+
+    pub fn hosts(&self) -> usize {
+        self.hosts.len()
+    }
+
+    /// A connection to the first host that completes the whole set-up within the timeout.
+    pub async fn connect(&self) -> Result<(Client, Connection<Socket, NoTlsStream>), tokio_postgres::Error> {
+        let n = self.hosts.len();
+        let first = if self.random { rand::rng().random_range(0..n) } else { self.preferred.load(Ordering::Relaxed) % n };
+        let mut failure = None;
+        for step in 0..n {
+            let i = (first + step) % n;
+            let (name, config) = &self.hosts[i];
+            let error = match tokio::time::timeout(self.timeout, config.connect(NoTls)).await {
+                Ok(Ok(pair)) => {
+                    if i != first {
+                        tracing::warn!(host = %name, "connected to another host of the database URL");
+                    }
+                    self.preferred.store(i, Ordering::Relaxed);
+                    return Ok(pair);
+                }
+                Ok(Err(err)) => err,
+                // tokio-postgres's own timeout error: the one value of its error type that says so.
+                Err(_) => tokio_postgres::Error::__private_api_timeout(),
+            };
+            if n > 1 {
+                let code = error.code().map_or("-", |c| c.code());
+                super::faults::warn_unavailable(code, &format!("host {name} failed, trying the next: {}", crate::error::chain(&error)));
+            }
+            failure = Some(error);
+        }
+        Err(failure.unwrap_or_else(tokio_postgres::Error::__private_api_timeout))
+    }
+}
+
+/// The pool's way of connecting: the connector, its connection driven by a task of its own.
+pub struct PoolConnect(pub Arc<Connector>);
+
+impl Connect for PoolConnect {
+    fn connect(&self, _: &Config) -> BoxFuture<'_, Result<(Client, tokio::task::JoinHandle<()>), tokio_postgres::Error>> {
+        Box::pin(async move {
+            let (client, connection) = self.0.connect().await?;
+            let driver = tokio::spawn(async move {
+                if let Err(err) = connection.await {
+                    tracing::debug!(error = %crate::error::chain(&err), "a database connection ended");
+                }
+            });
+            Ok((client, driver))
+        })
+    }
+}
+
+/// One configuration per host of `config` (named `host:port` for logs; never the password),
+/// each with everything else of the original. tokio-postgres offers no way to remove hosts, so
+/// each is built afresh from the original's settings.
+fn one_per_host(config: &Config) -> Vec<(String, Config)> {
+    let n = config.get_hosts().len().max(config.get_hostaddrs().len());
+    if n <= 1 {
+        return vec![(host_name(config, 0), config.clone())];
+    }
+    (0..n)
+        .map(|i| {
+            let mut one = settings_of(config);
+            match config.get_hosts().get(i) {
+                Some(Host::Tcp(host)) => {
+                    one.host(host);
+                }
+                Some(Host::Unix(path)) => {
+                    one.host_path(path);
+                }
+                None => {}
+            }
+            if let Some(addr) = config.get_hostaddrs().get(i) {
+                one.hostaddr(*addr);
+            }
+            if let Some(port) = config.get_ports().get(i).or(config.get_ports().first()) {
+                one.port(*port);
+            }
+            (host_name(config, i), one)
+        })
+        .collect()
+}
+
+/// Every setting of `config` but its hosts, addresses and ports.
+fn settings_of(config: &Config) -> Config {
+    let mut one = Config::new();
+    if let Some(user) = config.get_user() {
+        one.user(user);
+    }
+    if let Some(password) = config.get_password() {
+        one.password(password);
+    }
+    if let Some(dbname) = config.get_dbname() {
+        one.dbname(dbname);
+    }
+    if let Some(options) = config.get_options() {
+        one.options(options);
+    }
+    if let Some(name) = config.get_application_name() {
+        one.application_name(name);
+    }
+    if let Some(timeout) = config.get_connect_timeout() {
+        one.connect_timeout(*timeout);
+    }
+    if let Some(timeout) = config.get_tcp_user_timeout() {
+        one.tcp_user_timeout(*timeout);
+    }
+    one.ssl_mode(config.get_ssl_mode())
+        .ssl_negotiation(config.get_ssl_negotiation())
+        .keepalives(config.get_keepalives())
+        .keepalives_idle(config.get_keepalives_idle())
+        .target_session_attrs(config.get_target_session_attrs())
+        .channel_binding(config.get_channel_binding())
+        .load_balance_hosts(config.get_load_balance_hosts());
+    if let Some(interval) = config.get_keepalives_interval() {
+        one.keepalives_interval(interval);
+    }
+    if let Some(retries) = config.get_keepalives_retries() {
+        one.keepalives_retries(retries);
+    }
+    one
+}
+
+fn host_name(config: &Config, i: usize) -> String {
+    let host = match (config.get_hosts().get(i), config.get_hostaddrs().get(i)) {
+        (Some(Host::Tcp(host)), _) => host.clone(),
+        (Some(Host::Unix(path)), _) => path.display().to_string(),
+        (None, Some(addr)) => addr.to_string(),
+        (None, None) => "?".into(),
+    };
+    let port = config.get_ports().get(i).or(config.get_ports().first()).copied().unwrap_or(5432);
+    format!("{host}:{port}")
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio_postgres::config::TargetSessionAttrs;
+
+    use super::*;
+
+    #[test]
+    fn h1_a_multi_host_url_splits_into_one_configuration_per_host() {
+        let url = "postgres://app:s3cret@db1:5433,db2:5434/payrail?target_session_attrs=read-write&application_name=payrail";
+        let config = config(url, &Options::default(), true).unwrap();
+        let hosts = one_per_host(&config);
+        assert_eq!(hosts.iter().map(|(name, _)| name.as_str()).collect::<Vec<_>>(), ["db1:5433", "db2:5434"]);
+        for (_, one) in &hosts {
+            assert_eq!(one.get_hosts().len(), 1);
+            assert_eq!(one.get_ports().len(), 1);
+            assert_eq!(one.get_user(), Some("app"));
+            assert_eq!(one.get_password(), Some(&b"s3cret"[..]));
+            assert_eq!(one.get_dbname(), Some("payrail"));
+            assert_eq!(one.get_application_name(), Some("payrail"));
+            assert_eq!(one.get_target_session_attrs(), TargetSessionAttrs::ReadWrite);
+            assert_eq!(one.get_options(), config.get_options());
+            assert_eq!(one.get_keepalives_idle(), KEEPALIVE_IDLE);
+            assert_eq!(one.get_tcp_user_timeout(), Some(&Duration::from_secs(10)));
+        }
+        assert!(!hosts.iter().any(|(name, _)| name.contains("s3cret")));
+    }
+
+    #[test]
+    fn h3_connections_carry_the_server_side_timeouts_and_durable_commits() {
+        let options = Options { call_timeout: Duration::from_millis(2_500), ..Options::default() };
+        let pooled = config("postgres://u@h/d?options=-c%20search_path%3Dx", &options, true).unwrap();
+        assert_eq!(
+            pooled.get_options(),
+            Some("-c search_path=x -c synchronous_commit=on -c statement_timeout=2500 -c idle_in_transaction_session_timeout=2500")
+        );
+        let migrating = config("postgres://u@h/d", &options, false).unwrap();
+        assert_eq!(migrating.get_options(), Some("-c synchronous_commit=on"));
+    }
+}
