@@ -7,6 +7,7 @@
 
 pub mod api;
 pub mod app;
+pub mod bank;
 pub mod base;
 pub mod config;
 pub mod domain;

@@ -1,0 +1,14 @@
+//! The bank layer (SPEC B): how live payment orders become files for a bank and how its
+//! answers come back. So far it holds the pure parts, with no store, clock or network:
+//!
+//! - `calendar`: Federal Reserve banking days and the ACH effective entry date (B3).
+//! - `formats`: the file formats; `formats::nacha` writes and reads NACHA ACH files (B3).
+//! - `ach`: what an ACH payment order must carry, checked at creation ([`ach::validate_order_for_ach`])
+//!   and turned into an entry at cut-off.
+//!
+//! Connections (B1), cut-offs (B2), transports and the file records (B6) come next and sit on
+//! these.
+
+pub mod ach;
+pub mod calendar;
+pub mod formats;
