@@ -57,9 +57,7 @@ pub struct AchEntry {
 
 /// The entry `order` becomes, or a 422 naming the order field NACHA cannot carry.
 pub fn validate_order_for_ach(order: &AchOrder<'_>) -> Result<AchEntry> {
-    if order.currency.code() != "USD" {
-        return Err(Error::invalid("currency", format!("ach payment orders are in USD (got {})", order.currency)));
-    }
+    let amount_cents = EntryInput::usd_cents(order.amount, order.currency).map_err(to_order_error)?;
     let sec = sec_code(order)?;
     let rdfi = AbaRoutingNumber::parse("receiving_account.routing_details.routing_number", order.routing_number)?;
     let account = account_type(order.account_type)?;
@@ -73,7 +71,7 @@ pub fn validate_order_for_ach(order: &AchOrder<'_>) -> Result<AchEntry> {
         transaction_code: TransactionCode::live(account, direction),
         rdfi,
         account_number: order.account_number.to_owned(),
-        amount_cents: order.amount.minor_units() as u64,
+        amount_cents,
         identification: String::new(),
         receiver_name: name.chars().take(name_len).collect(),
         discretionary_data: if sec == SecCode::Web { "S".to_owned() } else { String::new() },
@@ -146,6 +144,7 @@ fn check_records(sec: SecCode, entry: &EntryInput) -> std::result::Result<(), Fi
 /// A NACHA field's refusal as a 422 naming the order field it came from (table above).
 pub fn to_order_error(err: FieldError) -> Error {
     let parameter = match err.field {
+        "currency" => "currency",
         "amount" => "amount",
         "standard_entry_class_code" => "subtype",
         "transaction_code" => "receiving_account.account_type",

@@ -19,9 +19,10 @@ use std::io::Write;
 use time::Date;
 
 use super::codes::{SecCode, ServiceClass, TraceNumber, TransactionCode};
-use super::field::NachaError;
+use super::field::{FieldError, NachaError};
 use super::records::{Addenda, BatchControl, BatchHeader, EntryDetail, FileControl, FileHeader, PaymentAddenda, Totals, padding_line};
 use crate::domain::bank_id::AbaRoutingNumber;
+use crate::domain::money::{Amount, Currency};
 
 /// Records per block: NACHA's blocking factor.
 pub const BLOCKING_FACTOR: u64 = 10;
@@ -55,6 +56,24 @@ pub struct EntryInput {
     /// Payment related information, one 05 addenda record (80 characters) each.
     pub addenda: Vec<String>,
 }
+
+impl EntryInput {
+    /// An order's amount as the cents an entry carries: USD only (ACH moves dollars), and at
+    /// most 10 digits (99,999,999.99), the entry's amount field.
+    pub fn usd_cents(amount: Amount, currency: Currency) -> Result<u64, FieldError> {
+        if currency.code() != "USD" {
+            return Err(FieldError::new("entry_detail", "currency", format!("ACH moves USD only (got {currency})")));
+        }
+        let cents = amount.minor_units().unsigned_abs();
+        if cents > MAX_ENTRY_CENTS {
+            return Err(FieldError::new("entry_detail", "amount", "at most 99,999,999.99 per ACH entry"));
+        }
+        Ok(cents)
+    }
+}
+
+/// The largest amount one entry carries: its 10-digit field, in cents.
+pub const MAX_ENTRY_CENTS: u64 = 9_999_999_999;
 
 /// What a finished file holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -357,5 +376,16 @@ mod tests {
         assert_eq!(file.batches[0].entries[0].addenda.len(), 12);
         let too_many = spec(SecCode::Ppd, date!(2026 - 07 - 03));
         assert!(write(&[(too_many, entry(Credit, "121141822", 1, &["A", "B"]))]).is_err(), "PPD takes one addenda");
+    }
+
+    #[test]
+    fn b3_amounts_are_usd_cents_of_at_most_ten_digits() {
+        let usd = Currency::parse("currency", "USD").unwrap();
+        let amount = |n| Amount::parse("amount", n).unwrap();
+        assert_eq!(EntryInput::usd_cents(amount(12_500), usd), Ok(12_500));
+        assert_eq!(EntryInput::usd_cents(amount(9_999_999_999), usd), Ok(9_999_999_999));
+        assert_eq!(EntryInput::usd_cents(amount(10_000_000_000), usd).unwrap_err().field, "amount");
+        let cad = Currency::parse("currency", "CAD").unwrap();
+        assert_eq!(EntryInput::usd_cents(amount(1), cad).unwrap_err().field, "currency");
     }
 }
