@@ -21,7 +21,7 @@
 //! other field is refused rather than cut. Remittance information takes one 80-character addenda
 //! in PPD, CCD and WEB, and up to 9,999 in CTX.
 
-use super::formats::nacha::{AccountType, EntryDetail, EntryDirection, EntryInput, FieldError, SecCode, TraceNumber, TransactionCode};
+use super::formats::nacha::{AccountType, EntryDirection, EntryInput, FieldError, SecCode, TransactionCode};
 use crate::domain::bank_id::AbaRoutingNumber;
 use crate::domain::enums::Direction;
 use crate::domain::money::{Amount, Currency};
@@ -77,7 +77,7 @@ pub fn validate_order_for_ach(order: &AchOrder<'_>) -> Result<AchEntry> {
         discretionary_data: if sec == SecCode::Web { "S".to_owned() } else { String::new() },
         addenda: addenda_texts(sec, order.remittance_information)?,
     };
-    check_records(sec, &entry).map_err(to_order_error)?;
+    entry.check(sec).map_err(to_order_error)?;
     Ok(AchEntry { sec, entry })
 }
 
@@ -115,32 +115,6 @@ fn addenda_texts(sec: SecCode, text: Option<&str>) -> Result<Vec<String>> {
     Ok(texts)
 }
 
-/// Renders the entry and its addenda with a placeholder trace number: the writer's own checks.
-fn check_records(sec: SecCode, entry: &EntryInput) -> std::result::Result<(), FieldError> {
-    let trace = TraceNumber::new("00000000", 1).expect("a valid placeholder");
-    let detail = EntryDetail {
-        transaction_code: entry.transaction_code,
-        rdfi: entry.rdfi,
-        account_number: entry.account_number.clone(),
-        amount_cents: entry.amount_cents,
-        identification: entry.identification.clone(),
-        receiver_name: entry.receiver_name.clone(),
-        discretionary_data: entry.discretionary_data.clone(),
-        addenda_count: entry.addenda.len() as u16,
-        trace,
-    };
-    detail.to_line(sec)?;
-    for (i, text) in entry.addenda.iter().enumerate() {
-        let addenda = super::formats::nacha::PaymentAddenda {
-            payment_related_information: text.clone(),
-            sequence: (i + 1) as u16,
-            entry_sequence: 1,
-        };
-        addenda.to_line()?;
-    }
-    Ok(())
-}
-
 /// A NACHA field's refusal as a 422 naming the order field it came from (table above).
 pub fn to_order_error(err: FieldError) -> Error {
     let parameter = match err.field {
@@ -151,7 +125,7 @@ pub fn to_order_error(err: FieldError) -> Error {
         "receiving_dfi_identification" => "receiving_account.routing_details.routing_number",
         "dfi_account_number" => "receiving_account.account_details.account_number",
         "receiver_name" | "receiving_company_name" => "receiving_account.party_name",
-        "payment_related_information" => "remittance_information",
+        "payment_related_information" | "addenda_record_indicator" | "number_of_addenda_records" => "remittance_information",
         other => return Error::internal(format!("a NACHA field with no order field: {other}: {}", err.reason)),
     };
     Error::invalid(parameter, format!("{parameter}: {}", err.reason))

@@ -51,7 +51,8 @@ impl FileHeader {
         let destination = r.raw(10);
         let immediate_destination = AbaRoutingNumber::parse("immediate_destination", destination.trim_start())
             .map_err(|_| r.error("immediate_destination", format!("not a routing number: {destination:?}")))?;
-        let immediate_origin = r.raw(10).to_owned();
+        // A routing-number origin is read without its leading space, so it writes back the same.
+        let immediate_origin = r.raw(10).trim_start().to_owned();
         let date = read_date(&mut r, "file_creation_date")?;
         let time = read_hhmm(&mut r, "file_creation_time")?;
         let modifier = r.raw(1).chars().next().unwrap_or(' ');
@@ -614,6 +615,7 @@ mod tests {
         );
         let nine = FileHeader { immediate_origin: "121141822".into(), ..header() };
         assert_eq!(&nine.to_line().unwrap()[13..23], " 121141822", "a routing number origin gets the leading space");
+        assert_eq!(FileHeader::parse(&nine.to_line().unwrap()).unwrap().to_line(), nine.to_line(), "reads back and writes the same");
         let bad = FileHeader { immediate_origin: "12345".into(), ..header() };
         assert_eq!(bad.to_line().unwrap_err().field, "immediate_origin");
     }

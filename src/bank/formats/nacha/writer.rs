@@ -70,6 +70,47 @@ impl EntryInput {
         }
         Ok(cents)
     }
+
+    /// The entry record with `trace`, and its 05 addenda records numbered from 1.
+    pub fn records(&self, trace: TraceNumber) -> Result<(EntryDetail, Vec<Addenda>), FieldError> {
+        let addenda_count = u16::try_from(self.addenda.len())
+            .map_err(|_| FieldError::new("entry_detail", "number_of_addenda_records", "at most 9,999 addenda"))?;
+        let detail = EntryDetail {
+            transaction_code: self.transaction_code,
+            rdfi: self.rdfi,
+            account_number: self.account_number.clone(),
+            amount_cents: self.amount_cents,
+            identification: self.identification.clone(),
+            receiver_name: self.receiver_name.clone(),
+            discretionary_data: self.discretionary_data.clone(),
+            addenda_count,
+            trace,
+        };
+        let addenda = self.addenda.iter().enumerate().map(|(i, text)| {
+            // At most 9,999 (checked by the entry record), so the sequence fits.
+            let sequence = (i + 1) as u16;
+            Addenda::Payment(PaymentAddenda { payment_related_information: text.clone(), sequence, entry_sequence: trace.sequence() })
+        });
+        Ok((detail, addenda.collect()))
+    }
+
+    /// Renders the entry and its addenda onto `lines`, checking every field; returns the entry
+    /// record (for the totals).
+    pub fn render(&self, sec: SecCode, trace: TraceNumber, lines: &mut Vec<String>) -> Result<EntryDetail, FieldError> {
+        let (detail, addenda) = self.records(trace)?;
+        lines.push(detail.to_line(sec)?);
+        for record in &addenda {
+            lines.push(record.to_line()?);
+        }
+        Ok(detail)
+    }
+
+    /// Checks the entry as a batch of `sec` would write it (with a placeholder trace number):
+    /// what payment order creation calls, so creation and cut-off apply the same rules.
+    pub fn check(&self, sec: SecCode) -> Result<(), FieldError> {
+        let placeholder = TraceNumber::new("00000000", 1).expect("a valid trace number");
+        self.render(sec, placeholder, &mut Vec::new()).map(|_| ())
+    }
 }
 
 /// The largest amount one entry carries: its 10-digit field, in cents.
@@ -131,12 +172,8 @@ impl<W: Write> NachaWriter<W> {
         let trace = TraceNumber::new(&self.odfi, self.last_trace + 1)
             .ok_or_else(|| NachaError::structure("more than 9,999,999 entries in one file"))?;
         let header = opening.then(|| self.batch_header(spec)).transpose()?;
-        let detail = entry_detail(&entry, trace)?;
         let mut lines = header.as_ref().map(BatchHeader::to_line).transpose()?.into_iter().collect::<Vec<_>>();
-        lines.push(detail.to_line(spec.sec)?);
-        for line in addenda_records(&entry.addenda, trace) {
-            lines.push(line.to_line()?);
-        }
+        let detail = entry.render(spec.sec, trace, &mut lines)?;
         if let Some(header) = header {
             self.close_batch()?;
             self.open = Some(OpenBatch { header, spec: spec.clone(), totals: Totals::default() });
@@ -231,38 +268,13 @@ impl<W: Write> NachaWriter<W> {
     }
 }
 
-fn entry_detail(entry: &EntryInput, trace: TraceNumber) -> Result<EntryDetail, NachaError> {
-    let addenda_count = u16::try_from(entry.addenda.len()).map_err(|_| NachaError::structure("more than 9,999 addenda"))?;
-    Ok(EntryDetail {
-        transaction_code: entry.transaction_code,
-        rdfi: entry.rdfi,
-        account_number: entry.account_number.clone(),
-        amount_cents: entry.amount_cents,
-        identification: entry.identification.clone(),
-        receiver_name: entry.receiver_name.clone(),
-        discretionary_data: entry.discretionary_data.clone(),
-        addenda_count,
-        trace,
-    })
-}
-
-/// The 05 addenda of an entry: sequence numbers from 1, and the entry's trace sequence.
-fn addenda_records(texts: &[String], trace: TraceNumber) -> impl Iterator<Item = Addenda> + '_ {
-    texts.iter().enumerate().map(move |(i, text)| {
-        Addenda::Payment(PaymentAddenda {
-            payment_related_information: text.clone(),
-            sequence: (i + 1) as u16,
-            entry_sequence: trace.sequence(),
-        })
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use time::macros::date;
 
     use super::super::codes::EntryDirection::{Credit, Debit};
     use super::super::parse::parse;
+    use super::super::records::ENTRY_HASH_MODULUS;
     use super::super::testing::{entry, header, spec};
     use super::*;
 
@@ -376,6 +388,32 @@ mod tests {
         assert_eq!(file.batches[0].entries[0].addenda.len(), 12);
         let too_many = spec(SecCode::Ppd, date!(2026 - 07 - 03));
         assert!(write(&[(too_many, entry(Credit, "121141822", 1, &["A", "B"]))]).is_err(), "PPD takes one addenda");
+    }
+
+    /// Counts bytes and keeps none: the writer must not need the file back.
+    struct Counting(u64);
+
+    impl Write for Counting {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len() as u64;
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn b3_a_hundred_thousand_entries_stream_to_any_writer() {
+        let ppd = spec(SecCode::Ppd, date!(2026 - 07 - 03));
+        let mut writer = NachaWriter::new(Counting(0), &header()).unwrap();
+        for i in 0..100_000u64 {
+            writer.push(&ppd, entry(if i % 2 == 0 { Credit } else { Debit }, "121141822", 1 + i, &["INV"])).unwrap();
+        }
+        let (sink, summary) = writer.finish().unwrap();
+        // 1 + 1 + 200,000 + 1 + 1 records, rounded up to 200,010; 95 bytes a line with its LF.
+        assert_eq!((summary.lines, sink.0), (200_010, 200_010 * 95));
+        assert_eq!(summary.control.totals.entry_hash, 100_000 * 12_114_182 % ENTRY_HASH_MODULUS);
     }
 
     #[test]
