@@ -123,6 +123,17 @@ async fn amounts(server: &TestServer, key: &Key, account: &str, query: &str) -> 
     (amount("pending_balance"), amount("posted_balance"), amount("available_balance"))
 }
 
+async fn wait_for_ledger_status(server: &TestServer, key: &Key, id: &str, status: &str) -> Value {
+    for _ in 0..200 {
+        let txn = get(server, key, &format!("/api/ledger_transactions/{id}")).await;
+        if txn["status"] == status {
+            return txn;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("ledger transaction {id} never reached {status}");
+}
+
 on_both_stores! {
     #[tokio::test]
     async fn g1_shapes_follow_the_reference() {
@@ -453,5 +464,89 @@ on_both_stores! {
         assert_eq!(amounts(&server, &key, &wallet, "").await, (0, 0, 0));
         let account_doc = get(&server, &key, &format!("/api/ledger_accounts/{wallet}")).await;
         assert_eq!(account_doc["lock_version"], 21);
+    }
+
+    #[tokio::test]
+    async fn g7_an_order_s_ledger_transaction_follows_the_order() {
+        let server = TestServer::start_with(|c| c.sandbox_step_ms = 0).await;
+        let key = server.key().await;
+        let ledger = ledger(&server, &key).await;
+        let (cash, payable) = (account(&server, &key, &ledger, "debit").await, account(&server, &key, &ledger, "credit").await);
+        let internal = create(&server, &key, "/api/internal_accounts", json!({"name": "Operating", "currency": "USD"})).await;
+        let cp = create(&server, &key, "/api/counterparties", json!({"name": "Vendor", "accounts": [{
+            "account_details": [{"account_number": "123456789"}],
+            "routing_details": [{"routing_number": "121141822", "routing_number_type": "aba"}]
+        }]})).await;
+        let order = |amount: i64| json!({
+            "type": "ach", "amount": amount, "direction": "credit",
+            "originating_account_id": internal["id"], "receiving_account_id": cp["accounts"][0]["id"],
+            "ledger_transaction": {"description": "payout", "ledger_entries": [entry(&payable, "debit", amount), entry(&cash, "credit", amount)]}
+        });
+        // Completed: pending while in flight, then posted.
+        let completed = create(&server, &key, "/api/payment_orders", order(700)).await;
+        let txn_id = completed["ledger_transaction_id"].as_str().expect("the order names its ledger transaction").to_owned();
+        let txn = get(&server, &key, &format!("/api/ledger_transactions/{txn_id}")).await;
+        assert_eq!(txn["ledgerable_type"], "payment_order");
+        assert_eq!(txn["ledgerable_id"], completed["id"]);
+        let txn = wait_for_ledger_status(&server, &key, &txn_id, "posted").await;
+        assert!(txn["posted_at"].is_string());
+        let order_now = get(&server, &key, &format!("/api/payment_orders/{}", completed["id"].as_str().unwrap())).await;
+        assert_eq!(order_now["status"], "completed");
+        // Failed (sandbox magic amount 1313): archived, counting nowhere.
+        let failed = create(&server, &key, "/api/payment_orders", order(1313)).await;
+        wait_for_ledger_status(&server, &key, failed["ledger_transaction_id"].as_str().unwrap(), "archived").await;
+        // Returned (magic amount 4040): stays posted, and a reversing transaction is written.
+        let returned = create(&server, &key, "/api/payment_orders", order(4040)).await;
+        let returned_txn = returned["ledger_transaction_id"].as_str().unwrap();
+        let mut reversal = Value::Null;
+        for _ in 0..200 {
+            let txn = get(&server, &key, &format!("/api/ledger_transactions/{returned_txn}")).await;
+            if txn["reversed_by_ledger_transaction_id"].is_string() {
+                assert_eq!(txn["status"], "posted");
+                reversal = get(&server, &key, &format!("/api/ledger_transactions/{}", txn["reversed_by_ledger_transaction_id"].as_str().unwrap())).await;
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        assert_eq!(reversal["reverses_ledger_transaction_id"], returned_txn, "a reversing transaction was written");
+        assert_eq!(reversal["ledgerable_type"], "return");
+        // Only the completed payout is left on the books.
+        assert_eq!(amounts(&server, &key, &payable, "").await, (-700, -700, -700));
+        // A linked transaction's status cannot be set by hand.
+        let (status, body) = json(server.patch(&format!("/api/ledger_transactions/{returned_txn}"), &key, &json!({"status": "archived"})).send().await.unwrap()).await;
+        assert_error(status, &body, 422, "parameter_invalid");
+    }
+
+    #[tokio::test]
+    async fn g7_an_invalid_inline_transaction_refuses_the_order() {
+        let server = TestServer::start_with(|c| c.sandbox_step_ms = 3_600_000).await;
+        let key = server.key().await;
+        let ledger = ledger(&server, &key).await;
+        let (cash, payable) = (account(&server, &key, &ledger, "debit").await, account(&server, &key, &ledger, "credit").await);
+        let internal = create(&server, &key, "/api/internal_accounts", json!({"name": "Operating", "currency": "USD"})).await;
+        let cp = create(&server, &key, "/api/counterparties", json!({"name": "Vendor", "accounts": [{
+            "account_details": [{"account_number": "123456789"}],
+            "routing_details": [{"routing_number": "121141822", "routing_number_type": "aba"}]
+        }]})).await;
+        let with = |ledger_transaction: Value| json!({
+            "type": "ach", "amount": 100, "direction": "credit",
+            "originating_account_id": internal["id"], "receiving_account_id": cp["accounts"][0]["id"],
+            "ledger_transaction": ledger_transaction
+        });
+        let mut stale = entry(&payable, "debit", 100);
+        stale["lock_version"] = json!(7);
+        for (body, status, parameter) in [
+            (with(json!({"ledger_entries": [entry(&payable, "debit", 100), entry(&cash, "credit", 99)]})), 422, "ledger_transaction.ledger_entries"),
+            (with(json!({"ledger_entries": [entry(&payable, "debit", 100), entry(&cash, "nowhere", 100)]})), 422, "ledger_transaction.ledger_entries[1].direction"),
+            (with(json!({"status": "posted", "ledger_entries": [entry(&payable, "debit", 100), entry(&cash, "credit", 100)]})), 422, "ledger_transaction.status"),
+            (with(json!({"ledger_entries": [stale, entry(&cash, "credit", 100)]})), 409, "ledger_transaction.ledger_entries[0].lock_version"),
+        ] {
+            let (got, reply) = json(server.post("/api/payment_orders", &key, &body).send().await.unwrap()).await;
+            assert_eq!(got, status, "{reply}");
+            assert_eq!(reply["errors"]["parameter"], parameter, "{reply}");
+        }
+        let (_, orders) = json(server.get("/api/payment_orders", &key).send().await.unwrap()).await;
+        assert_eq!(orders.as_array().unwrap().len(), 0, "no order was created");
+        assert_eq!(amounts(&server, &key, &payable, "").await, (0, 0, 0));
     }
 }

@@ -7,8 +7,8 @@ use axum::response::Response;
 
 use super::{ok_json, param, unsupported_filters};
 use crate::app::{AppState, WriteContext};
-use crate::domain::ledger::entries::{self, EntryFilter, EntryPatch};
-use crate::domain::ledger::transactions::effective_filters;
+use crate::domain::ledger::entries::{self, EntryFilter};
+use crate::domain::ledger::transactions::{EntryPatch, effective_filters, update_entry};
 use crate::error::Error;
 use crate::http::auth::Principal;
 use crate::http::extract::{JsonBody, PathId, QueryParams};
@@ -71,5 +71,5 @@ pub async fn update(
     JsonBody(patch): JsonBody<EntryPatch>,
 ) -> Result<Response, Error> {
     let scope = principal.scope();
-    Ok(ok_json(entries::update(&state.ctx(&scope), &state.committer(&write, StatusCode::OK.as_u16()), &id, &patch).await?))
+    Ok(ok_json(update_entry(&state.ctx(&scope), &state.committer(&write, StatusCode::OK.as_u16()), &id, &patch).await?))
 }

@@ -203,7 +203,7 @@ fn take_external_id(batch: &mut WriteBatch, account: &AccountRecord) {
 pub async fn create(ctx: &Ctx<'_>, commit: &dyn Commit, input: &AccountInput) -> Result<String> {
     let account = input.build(ctx)?;
     let mut batch = WriteBatch::new();
-    require(ctx, &mut batch, super::ledgers::KIND, &account.ledger_id, "ledger_id").await?;
+    require(ctx, &mut batch, super::super::kinds::LEDGER, &account.ledger_id, "ledger_id").await?;
     take_external_id(&mut batch, &account);
     let json = account.served(&Totals::default(), 0, &BalanceQuery::default())?;
     batch.push(Write::Insert(account.record(ctx.scope)?));

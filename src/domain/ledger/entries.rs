@@ -1,19 +1,20 @@
 //! Ledger entries: one side of a ledger transaction on one account. Written with their
 //! transaction (see `transactions`), read here: get, list, and the balances each resulted in
 //! (`show_balances`), summed by the store from the entries up to it in effective order (G5).
+//! An entry's metadata is changed with its transaction's copy (`transactions::update_entry`).
 
 use serde::{Deserialize, Serialize};
 
+use super::super::Ctx;
 use super::super::api_key::Scope;
 use super::super::enums::{Direction, LedgerStatus};
 use super::super::listing::{self, ListedPage, PageSpec};
 use super::super::time::Timestamp;
-use super::super::validate::{self, Metadata, MetadataPatch};
-use super::super::{Commit, Ctx, event, retry_on_conflict};
+use super::super::validate::Metadata;
 use super::{BalancesDoc, LedgerCurrency, balances};
 use crate::base::ledger::Window;
 use crate::error::{Error, Result};
-use crate::store::{Filter, ObjectRecord, StoredObject, Term, Write, WriteBatch};
+use crate::store::{Filter, ObjectRecord, StoredObject, Term};
 
 pub const KIND: &str = super::super::kinds::LEDGER_ENTRY;
 
@@ -147,29 +148,4 @@ pub async fn list(ctx: &Ctx<'_>, filter: &EntryFilter, page: PageSpec) -> Result
     with_balances(ctx, &mut entries).await?;
     let docs = entries.iter().map(to_json).collect::<Result<Vec<_>>>()?;
     Ok(ListedPage { json: listing::json_array(docs.iter().map(String::as_str)), next_seq: found.next_seq })
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct EntryPatch {
-    pub metadata: Option<MetadataPatch>,
-}
-
-/// Updates an entry's metadata, in the entry and in its transaction's copy of it.
-pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &EntryPatch) -> Result<String> {
-    retry_on_conflict(|| async {
-        let stored = ctx.store.get(KIND, ctx.scope, id).await?.ok_or_else(|| Error::not_found("ledger entry"))?;
-        let mut entry = parse(&stored)?;
-        if let Some(metadata) = &patch.metadata {
-            entry.metadata = validate::merge_metadata("metadata", &entry.metadata, metadata)?;
-        }
-        entry.updated_at = ctx.now;
-        let mut batch = WriteBatch::new();
-        let ledger_id = super::transactions::replace_entry_copy(ctx, &mut batch, &entry).await?;
-        let json = to_json(&entry)?;
-        batch.push(Write::Replace { record: entry.record(ctx.scope, &ledger_id)?, expected_version: stored.version });
-        batch.push(Write::Insert(event::record(ctx.scope, KIND, "updated", id, &json, ctx.now)?));
-        commit.commit(batch, &json).await?;
-        Ok(json)
-    })
-    .await
 }

@@ -421,7 +421,8 @@ fn stage_new(ctx: &Ctx<'_>, batch: &mut WriteBatch, built: Built) -> Result<Stri
     Ok(json)
 }
 
-pub async fn create(ctx: &Ctx<'_>, commit: &dyn Commit, input: &TransactionInput) -> Result<String> {
+/// Checks a create request against its accounts and builds the transaction (nothing staged).
+async fn plan(ctx: &Ctx<'_>, input: &TransactionInput) -> Result<Built> {
     let effective = effective_time(input.effective_at.as_deref(), input.effective_date.as_deref(), ctx.now)?;
     let head = Head {
         status: input.status.as_deref(),
@@ -439,7 +440,11 @@ pub async fn create(ctx: &Ctx<'_>, commit: &dyn Commit, input: &TransactionInput
     }
     let plans = given.iter().enumerate().map(|(at, e)| e.plan(at, effective)).collect::<Result<Vec<_>>>()?;
     let accounts = accounts_of(ctx, &plans).await?;
-    let built = build(head, plans, &accounts)?;
+    build(head, plans, &accounts)
+}
+
+pub async fn create(ctx: &Ctx<'_>, commit: &dyn Commit, input: &TransactionInput) -> Result<String> {
+    let built = plan(ctx, input).await?;
     let mut batch = WriteBatch::new();
     let json = stage_new(ctx, &mut batch, built)?;
     commit.commit(batch, &json).await?;
@@ -581,6 +586,9 @@ impl TransactionPatch {
                 ),
             ));
         }
+        if to.is_some() && txn.ledgerable_type.as_deref() == Some("payment_order") {
+            return Err(Error::invalid("status", "this ledger transaction follows its payment order's status; it cannot be set by hand"));
+        }
         if to == Some(LedgerStatus::Pending) {
             return Err(Error::invalid("status", "a ledger transaction cannot go back to pending"));
         }
@@ -646,38 +654,7 @@ pub async fn reverse(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, input: &Rever
         if original.reversed_by_ledger_transaction_id.is_some() {
             return Err(Error::invalid("id", "this ledger transaction was already reversed"));
         }
-        let effective = match input.effective_at.as_deref() {
-            Some(text) => effective_at("effective_at", text)?,
-            None => original.effective_at,
-        };
-        let mut head = Head {
-            status: input.status.as_deref(),
-            default_status: LedgerStatus::Posted,
-            description: input.description.as_deref(),
-            metadata: input.metadata.as_ref(),
-            effective_at: effective,
-            external_id: input.external_id.as_deref(),
-            ledgerable: ledgerable(input.ledgerable_type.as_deref(), input.ledgerable_id.as_deref())?,
-        }
-        .build(ctx)?;
-        head.reverses_ledger_transaction_id = Some(original.id.clone());
-        let plans = original
-            .ledger_entries
-            .iter()
-            .map(|e| {
-                let amount = Amount::parse("amount", e.amount)?;
-                Ok(EntryPlan {
-                    account_id: e.ledger_account_id.clone(),
-                    debit: e.direction == Direction::Credit,
-                    amount,
-                    lock_version: None,
-                    conditions: vec![],
-                    metadata: e.metadata.clone(),
-                })
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let accounts = accounts_of(ctx, &plans).await?;
-        let built = build(head, plans, &accounts)?;
+        let built = reversal_of(ctx, &original, input).await?;
         original.reversed_by_ledger_transaction_id = Some(built.txn.id.clone());
         original.updated_at = ctx.now;
         let mut batch = WriteBatch::new();
@@ -687,6 +664,43 @@ pub async fn reverse(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, input: &Rever
         Ok(json)
     })
     .await
+}
+
+/// The transaction that reverses `original`: every entry turned around, posted unless asked
+/// otherwise, effective when the original was unless asked otherwise.
+async fn reversal_of(ctx: &Ctx<'_>, original: &LedgerTransaction, input: &ReversalInput) -> Result<Built> {
+    let effective = match input.effective_at.as_deref() {
+        Some(text) => effective_at("effective_at", text)?,
+        None => original.effective_at,
+    };
+    let mut head = Head {
+        status: input.status.as_deref(),
+        default_status: LedgerStatus::Posted,
+        description: input.description.as_deref(),
+        metadata: input.metadata.as_ref(),
+        effective_at: effective,
+        external_id: input.external_id.as_deref(),
+        ledgerable: ledgerable(input.ledgerable_type.as_deref(), input.ledgerable_id.as_deref())?,
+    }
+    .build(ctx)?;
+    head.reverses_ledger_transaction_id = Some(original.id.clone());
+    let plans = original
+        .ledger_entries
+        .iter()
+        .map(|e| {
+            let amount = Amount::parse("amount", e.amount)?;
+            Ok(EntryPlan {
+                account_id: e.ledger_account_id.clone(),
+                debit: e.direction == Direction::Credit,
+                amount,
+                lock_version: None,
+                conditions: vec![],
+                metadata: e.metadata.clone(),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let accounts = accounts_of(ctx, &plans).await?;
+    build(head, plans, &accounts)
 }
 
 /// The versions of transaction `id` (or of every transaction, with `None`), newest first.
@@ -705,7 +719,7 @@ pub async fn versions(ctx: &Ctx<'_>, id: Option<&str>, version: Option<&str>, pa
 }
 
 /// Stages the replacement of `entry`'s copy inside its transaction; the transaction's ledger.
-pub async fn replace_entry_copy(ctx: &Ctx<'_>, batch: &mut WriteBatch, entry: &LedgerEntry) -> Result<String> {
+async fn replace_entry_copy(ctx: &Ctx<'_>, batch: &mut WriteBatch, entry: &LedgerEntry) -> Result<String> {
     let stored =
         ctx.store.get(KIND, ctx.scope, &entry.ledger_transaction_id).await?.ok_or_else(|| Error::not_found("ledger transaction"))?;
     let mut txn = parse(&stored)?;
@@ -743,4 +757,149 @@ pub fn effective_filters<'a>(get: impl Fn(&str) -> Option<&'a str>) -> Result<Ve
         }
     }
     Ok(out)
+}
+
+/// Prefixes the parameter of a 422 or 409 with `prefix` (`ledger_transaction.`), for errors of a
+/// transaction written inside another resource's request.
+pub fn prefixed(err: Error, prefix: &str) -> Error {
+    match err {
+        Error::Invalid { code, parameter, message } => Error::Invalid { code, parameter: format!("{prefix}{parameter}"), message },
+        Error::Conflict { message, parameter: Some(p), retry_after_s } if p != "Idempotency-Key" => {
+            Error::Conflict { message, parameter: Some(format!("{prefix}{p}")), retry_after_s }
+        }
+        other => other,
+    }
+}
+
+/// Prefixes the parameters the store would name when one of `writes` fails.
+fn prefix_writes(writes: &mut [Write], prefix: &str) {
+    for write in writes {
+        match write {
+            Write::Require { parameter, .. } | Write::Unique { parameter, .. } => *parameter = format!("{prefix}{parameter}"),
+            Write::LedgerPost { guards, .. } => {
+                for guard in guards {
+                    if let Some((_, parameter)) = &mut guard.lock_version {
+                        *parameter = format!("{prefix}{parameter}");
+                    }
+                    for condition in &mut guard.conditions {
+                        condition.parameter = format!("{prefix}{}", condition.parameter);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Stages a payment order's inline `ledger_transaction` (SPEC G7): created pending with the
+/// order, linked to it (`ledgerable_type` `payment_order`), its status then following the
+/// order's ([`follow_order`]). Every refusal names `ledger_transaction.<field>`. Returns the
+/// transaction's id.
+pub async fn stage_for_order(ctx: &Ctx<'_>, batch: &mut WriteBatch, given: &Value, order_id: &str) -> Result<String> {
+    const PREFIX: &str = "ledger_transaction.";
+    let input: TransactionInput = serde_json::from_value(given.clone())
+        .map_err(|e| Error::invalid("ledger_transaction", format!("ledger_transaction is not a ledger transaction: {e}")))?;
+    let staged = async {
+        if input.status.as_deref().is_some_and(|s| s != "pending") {
+            return Err(Error::invalid("status", "a payment order's ledger transaction starts pending and follows the order's status"));
+        }
+        if input.ledgerable_type.is_some() || input.ledgerable_id.is_some() {
+            let param = if input.ledgerable_type.is_some() { "ledgerable_type" } else { "ledgerable_id" };
+            return Err(Error::invalid(param, "a payment order's ledger transaction is linked to the order by Payrail"));
+        }
+        let mut linked = input.clone();
+        linked.status = Some("pending".into());
+        linked.ledgerable_type = Some("payment_order".into());
+        linked.ledgerable_id = Some(order_id.to_owned());
+        let built = plan(ctx, &linked).await?;
+        let id = built.txn.id.clone();
+        let start = batch.writes.len();
+        stage_new(ctx, batch, built)?;
+        prefix_writes(&mut batch.writes[start..], PREFIX);
+        Ok(id)
+    };
+    staged.await.map_err(|e| prefixed(e, PREFIX))
+}
+
+/// What a payment order's ledger transaction does when the order moves on (SPEC G7, as MT
+/// documents it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Follow {
+    /// The order completed: the transaction posts.
+    Post,
+    /// The order was cancelled, denied, failed or stopped: no money moved, the transaction is archived.
+    Archive,
+    /// The order was returned or reversed: the transaction stays posted (posting it first if it
+    /// was still pending) and a reversing transaction is written.
+    Reverse,
+}
+
+/// Stages what `follow` asks of the order's ledger transaction `txn_id`; a transaction already
+/// where `follow` would take it is left alone (a move is applied once).
+/// A reversal is linked to `reversal_link` (`ledgerable_type`, `ledgerable_id`: the return).
+pub async fn follow_order(
+    ctx: &Ctx<'_>,
+    batch: &mut WriteBatch,
+    txn_id: &str,
+    follow: Follow,
+    reversal_link: Option<(&str, &str)>,
+) -> Result<()> {
+    let stored =
+        ctx.store.get(KIND, ctx.scope, txn_id).await?.ok_or_else(|| Error::internal("a payment order's ledger transaction is gone"))?;
+    let mut txn = parse(&stored)?;
+    let event_name = match (follow, txn.status) {
+        (_, LedgerStatus::Archived) => return Ok(()),
+        (Follow::Post, LedgerStatus::Posted) => return Ok(()),
+        (Follow::Archive, LedgerStatus::Posted) => return Ok(()),
+        (Follow::Reverse, LedgerStatus::Posted) if txn.reversed_by_ledger_transaction_id.is_some() => return Ok(()),
+        (Follow::Archive, LedgerStatus::Pending) => {
+            settle(batch, &mut txn, LedgerStatus::Archived, ctx.now);
+            "archived"
+        }
+        (Follow::Post | Follow::Reverse, LedgerStatus::Pending) => {
+            settle(batch, &mut txn, LedgerStatus::Posted, ctx.now);
+            "posted"
+        }
+        (Follow::Reverse, LedgerStatus::Posted) => "updated",
+    };
+    txn.updated_at = ctx.now;
+    if follow == Follow::Reverse {
+        let (ledgerable_type, ledgerable_id) = match reversal_link {
+            Some((kind, id)) => (Some(kind.to_owned()), Some(id.to_owned())),
+            None => (txn.ledgerable_type.clone(), txn.ledgerable_id.clone()),
+        };
+        let input = ReversalInput { ledgerable_type, ledgerable_id, ..ReversalInput::default() };
+        let built = reversal_of(ctx, &txn, &input).await?;
+        txn.reversed_by_ledger_transaction_id = Some(built.txn.id.clone());
+        stage_change(ctx, batch, &txn, &stored, event_name).await?;
+        stage_new(ctx, batch, built)?;
+        return Ok(());
+    }
+    stage_change(ctx, batch, &txn, &stored, event_name).await?;
+    Ok(())
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct EntryPatch {
+    pub metadata: Option<MetadataPatch>,
+}
+
+/// `PATCH /ledger_entries/{id}`: updates an entry's metadata, in the entry and in its transaction's copy of it.
+pub async fn update_entry(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &EntryPatch) -> Result<String> {
+    retry_on_conflict(|| async {
+        let stored = ctx.store.get(entries::KIND, ctx.scope, id).await?.ok_or_else(|| Error::not_found("ledger entry"))?;
+        let mut entry = entries::parse(&stored)?;
+        if let Some(metadata) = &patch.metadata {
+            entry.metadata = validate::merge_metadata("metadata", &entry.metadata, metadata)?;
+        }
+        entry.updated_at = ctx.now;
+        let mut batch = WriteBatch::new();
+        let ledger_id = replace_entry_copy(ctx, &mut batch, &entry).await?;
+        let json = entries::to_json(&entry)?;
+        batch.push(Write::Replace { record: entry.record(ctx.scope, &ledger_id)?, expected_version: stored.version });
+        batch.push(Write::Insert(event::record(ctx.scope, entries::KIND, "updated", id, &json, ctx.now)?));
+        commit.commit(batch, &json).await?;
+        Ok(json)
+    })
+    .await
 }
