@@ -342,12 +342,14 @@ pub async fn delete(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str) -> Result<Stri
     served["discarded_at"] = serde_json::json!(ctx.now);
     let json = served.to_string();
     let mut batch = WriteBatch::new();
+    // The document first, then the sums: the order every posting locks them in (its accounts'
+    // documents, then their sums), so the two can only queue, never deadlock.
+    batch.push(Write::Delete { kind: KIND, scope: ctx.scope.clone(), id: id.to_owned() });
     let guard = AccountGuard { account_id: account.id.clone(), lock_version: Some((0, "id".into())), conditions: vec![] };
     batch.push(Write::LedgerPost { lines: vec![], guards: vec![guard] });
     if let Some(old) = &account.external_id {
         batch.push(Write::ReleaseUnique { key: external_id_key(KIND, &account.ledger_id, old) });
     }
-    batch.push(Write::Delete { kind: KIND, scope: ctx.scope.clone(), id: id.to_owned() });
     batch.push(Write::Insert(event::record(ctx.scope, KIND, "deleted", id, &json, ctx.now)?));
     commit.commit(batch, &json).await?;
     Ok(json)

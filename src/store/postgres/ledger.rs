@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use deadpool_postgres::Transaction;
+use deadpool_postgres::GenericClient;
 use tokio_postgres::Row;
 
 use super::db_err;
@@ -34,16 +34,25 @@ pub const WINDOW: &str = "SELECT status, debit, sum(amount)::bigint FROM ledger_
      GROUP BY status, debit";
 pub const ENTRY_VERSIONS: &str = "SELECT entry_id, version FROM ledger_postings WHERE entry_id = ANY($1)";
 
-pub async fn open(tx: &Transaction<'_>, account_id: &str, credit_normal: bool) -> Result<()> {
+pub async fn open(tx: &impl GenericClient, account_id: &str, credit_normal: bool) -> Result<()> {
     let sql = "INSERT INTO ledger_account_sums (account_id, credit_normal) VALUES ($1, $2)";
     tx.execute(sql, &[&account_id, &credit_normal]).await.map_err(db_err)?;
     Ok(())
 }
 
-pub async fn post(tx: &Transaction<'_>, lines: &[LedgerLine], guards: &[AccountGuard]) -> Result<()> {
+pub async fn post(tx: &impl GenericClient, lines: &[LedgerLine], guards: &[AccountGuard]) -> Result<()> {
     let mut accounts = lock(tx, &ledger::accounts_named(lines, guards)).await?;
     let versions = ledger::post(&mut accounts, lines, guards)?;
     store(tx, &accounts).await?;
+    let lines: Vec<&LedgerLine> = lines.iter().collect();
+    insert_postings(tx, &lines, &versions).await
+}
+
+/// Writes entries' rows, each with the account version its write made.
+pub async fn insert_postings(tx: &impl GenericClient, lines: &[&LedgerLine], versions: &[i64]) -> Result<()> {
+    if lines.is_empty() {
+        return Ok(());
+    }
     let ids: Vec<&str> = lines.iter().map(|l| l.entry_id.as_str()).collect();
     let account_ids: Vec<&str> = lines.iter().map(|l| l.account_id.as_str()).collect();
     let at: Vec<i64> = lines.iter().map(|l| l.effective_at.as_micros()).collect();
@@ -55,7 +64,37 @@ pub async fn post(tx: &Transaction<'_>, lines: &[LedgerLine], guards: &[AccountG
     Ok(())
 }
 
-pub async fn settle(tx: &Transaction<'_>, lines: &[LedgerLine], post: bool) -> Result<()> {
+/// Starts the sums of several new accounts at zero.
+pub async fn open_all(tx: &impl GenericClient, accounts: &[(&str, bool)]) -> Result<()> {
+    if accounts.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<&str> = accounts.iter().map(|a| a.0).collect();
+    let normals: Vec<bool> = accounts.iter().map(|a| a.1).collect();
+    let sql = "INSERT INTO ledger_account_sums (account_id, credit_normal) SELECT * FROM unnest($1::text[], $2::bool[])";
+    tx.execute(sql, &[&ids, &normals]).await.map_err(db_err)?;
+    Ok(())
+}
+
+/// Which of `keys` are already taken.
+pub async fn taken_keys(tx: &impl GenericClient, keys: &[&str]) -> Result<Vec<String>> {
+    if keys.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows = tx.query("SELECT key FROM unique_keys WHERE key = ANY($1)", &[&keys]).await.map_err(db_err)?;
+    Ok(rows.iter().map(|row| row.get(0)).collect())
+}
+
+/// Takes every one of `keys` (checked free by the caller; a racing taker makes this fail).
+pub async fn take_keys(tx: &impl GenericClient, keys: &[&str]) -> Result<()> {
+    if keys.is_empty() {
+        return Ok(());
+    }
+    tx.execute("INSERT INTO unique_keys (key) SELECT * FROM unnest($1::text[])", &[&keys]).await.map_err(db_err)?;
+    Ok(())
+}
+
+pub async fn settle(tx: &impl GenericClient, lines: &[LedgerLine], post: bool) -> Result<()> {
     let mut accounts = lock(tx, &ledger::accounts_named(lines, &[])).await?;
     ledger::settle(&mut accounts, lines, post)?;
     let ids: Vec<&str> = lines.iter().map(|l| l.entry_id.as_str()).collect();
@@ -72,24 +111,24 @@ pub async fn settle(tx: &Transaction<'_>, lines: &[LedgerLine], post: bool) -> R
     store(tx, &accounts).await
 }
 
-pub async fn unique(tx: &Transaction<'_>, key: &str, parameter: &str, message: &str) -> Result<()> {
+pub async fn unique(tx: &impl GenericClient, key: &str, parameter: &str, message: &str) -> Result<()> {
     let sql = "INSERT INTO unique_keys (key) VALUES ($1) ON CONFLICT DO NOTHING";
     let taken = tx.execute(sql, &[&key]).await.map_err(db_err)?;
     if taken == 0 { Err(Error::invalid(parameter, message)) } else { Ok(()) }
 }
 
-pub async fn release_unique(tx: &Transaction<'_>, key: &str) -> Result<()> {
+pub async fn release_unique(tx: &impl GenericClient, key: &str) -> Result<()> {
     tx.execute("DELETE FROM unique_keys WHERE key = $1", &[&key]).await.map_err(db_err)?;
     Ok(())
 }
 
-async fn lock(tx: &Transaction<'_>, ids: &[String]) -> Result<BTreeMap<String, AccountState>> {
+pub async fn lock(tx: &impl GenericClient, ids: &[String]) -> Result<BTreeMap<String, AccountState>> {
     let statement = tx.prepare_cached(LOCK_ACCOUNTS).await.map_err(db_err)?;
     let rows = tx.query(&statement, &[&ids]).await.map_err(db_err)?;
     Ok(rows.iter().map(state_row).collect())
 }
 
-async fn store(tx: &Transaction<'_>, accounts: &BTreeMap<String, AccountState>) -> Result<()> {
+pub async fn store(tx: &impl GenericClient, accounts: &BTreeMap<String, AccountState>) -> Result<()> {
     let ids: Vec<&str> = accounts.keys().map(String::as_str).collect();
     let column = |f: fn(&AccountState) -> i64| accounts.values().map(f).collect::<Vec<i64>>();
     let pd = column(|s| s.totals.posted_debits);
