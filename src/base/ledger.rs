@@ -76,6 +76,17 @@ impl Totals {
         })
     }
 
+    /// `self` less `other` (the sums of a window: up to its end, less up to its start), checked.
+    pub fn minus(self, other: Totals) -> Result<Totals> {
+        let sub = |a: i64, b: i64| a.checked_sub(b).ok_or_else(overflow);
+        Ok(Totals {
+            posted_debits: sub(self.posted_debits, other.posted_debits)?,
+            posted_credits: sub(self.posted_credits, other.posted_credits)?,
+            pending_debits: sub(self.pending_debits, other.pending_debits)?,
+            pending_credits: sub(self.pending_credits, other.pending_credits)?,
+        })
+    }
+
     /// One of the three balances, signed by the normal balance (`credit_normal`: credits minus
     /// debits; otherwise debits minus credits).
     pub fn balance(&self, kind: BalanceKind, credit_normal: bool) -> Result<Balance> {

@@ -116,6 +116,104 @@ fn stale_lock_version(parameter: &str, expected: i64, current: i64) -> Error {
     }
 }
 
+/// Bucket widths, finest first, as powers of two of microseconds (2^14 us is about 16 ms,
+/// 2^50 us about 36 years). Each level holds an account's sums per bucket of its width; every
+/// width is 64 times the one below. See [`prefix_pieces`].
+pub const BUCKET_SHIFTS: [u32; 7] = [14, 20, 26, 32, 38, 44, 50];
+
+/// How an entry's change moves its account's sums.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// Written, pending or posted as the line says.
+    Write,
+    /// A pending entry posted.
+    Post,
+    /// A pending entry archived.
+    Archive,
+}
+
+/// Applies `change` of `line` to `totals`.
+pub fn apply_change(totals: &mut Totals, line: &LedgerLine, change: Change) -> Result<()> {
+    match change {
+        Change::Write => totals.add(line.debit, line.amount, line.pending),
+        Change::Post => {
+            totals.remove(line.debit, line.amount, true)?;
+            totals.add(line.debit, line.amount, false)
+        }
+        Change::Archive => totals.remove(line.debit, line.amount, true),
+    }
+}
+
+/// A bucket: (account, level, index).
+pub type BucketKey = (String, i16, i64);
+
+/// The changes to the time buckets that `lines` make, summed per bucket: what keeps a balance
+/// as of any instant a read of a few hundred rows at most, however many entries the account
+/// has and however far back they were dated (SPEC G5).
+pub fn bucket_deltas<'a>(lines: impl Iterator<Item = &'a LedgerLine>, change: Change) -> Result<BTreeMap<BucketKey, Totals>> {
+    let mut out: BTreeMap<BucketKey, Totals> = BTreeMap::new();
+    for line in lines {
+        for (level, shift) in BUCKET_SHIFTS.iter().enumerate() {
+            let key = (line.account_id.clone(), level as i16, line.effective_at.as_micros() >> shift);
+            apply_change(out.entry(key).or_default(), line, change)?;
+        }
+    }
+    Ok(out)
+}
+
+/// One part of a prefix sum: whole buckets of a level, or the entries themselves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Piece {
+    /// Buckets `from..to` (to exclusive) of `level`.
+    Buckets { level: i16, from: i64, to: i64 },
+    /// Entries effective within `from..=to` (micros), written at or before `upto_version`.
+    Entries { from: i64, to: i64, upto_version: Option<i64> },
+}
+
+/// The pieces whose sums add up to the sums of every entry effective at or before `at`: whole
+/// buckets from the coarsest level down (fewer than 64 per level), then the few entries of the
+/// finest bucket `at` falls in.
+pub fn prefix_pieces(at: i64) -> Vec<Piece> {
+    let top = BUCKET_SHIFTS.len() - 1;
+    let mut pieces = Vec::with_capacity(BUCKET_SHIFTS.len() + 1);
+    let mut parent = at >> BUCKET_SHIFTS[top];
+    pieces.push(Piece::Buckets { level: top as i16, from: i64::MIN, to: parent });
+    for level in (0..top).rev() {
+        let fan_out = BUCKET_SHIFTS[level + 1] - BUCKET_SHIFTS[level];
+        let here = at >> BUCKET_SHIFTS[level];
+        pieces.push(Piece::Buckets { level: level as i16, from: parent << fan_out, to: here });
+        parent = here;
+    }
+    pieces.push(Piece::Entries { from: parent << BUCKET_SHIFTS[0], to: at, upto_version: None });
+    pieces
+}
+
+/// The pieces of `window` as (pieces to add, pieces to subtract). A window with an
+/// `upto_version` is summed from the entries directly (versions are not bucketed).
+pub fn window_pieces(window: &crate::base::ledger::Window) -> (Vec<Piece>, Vec<Piece>) {
+    let upper = match (window.through_entry, window.to_micros) {
+        (Some((at, _)), _) => at.saturating_sub(1),
+        (None, Some(to)) if window.through_inclusive => to,
+        (None, Some(to)) => to.saturating_sub(1),
+        (None, None) => i64::MAX,
+    };
+    let mut add = match window.upto_version {
+        Some(version) => vec![Piece::Entries { from: i64::MIN, to: upper, upto_version: Some(version) }],
+        None => prefix_pieces(upper),
+    };
+    if let Some((at, version)) = window.through_entry {
+        add.push(Piece::Entries { from: at, to: at, upto_version: Some(version) });
+    }
+    let subtract = match window.from_micros {
+        Some(from) if window.upto_version.is_some() => {
+            vec![Piece::Entries { from: i64::MIN, to: from.saturating_sub(1), upto_version: window.upto_version }]
+        }
+        Some(from) => prefix_pieces(from.saturating_sub(1)),
+        None => Vec::new(),
+    };
+    (add, subtract)
+}
+
 /// Adds a posting table row's amount into `totals` (reading balances back from entries).
 pub fn add_row(totals: &mut Totals, status: i16, debit: bool, amount: i64) -> Result<()> {
     match status {
@@ -173,6 +271,41 @@ mod tests {
         assert!(post(&mut state.clone(), &[line("a", true, 5), line("b", false, 5)], std::slice::from_ref(&guard)).is_err());
         // The same debit with a credit to the same account first in the transaction nets out.
         assert!(post(&mut state, &[line("a", true, 5), line("a", false, 5)], &[guard]).is_ok());
+    }
+
+    /// The pieces of a prefix cover every instant up to `at` exactly once: checked against a
+    /// brute-force walk over instants spread across scales (finest bucket to decades).
+    #[test]
+    fn g5_prefix_pieces_cover_each_instant_once() {
+        let covers = |pieces: &[Piece], t: i64| -> usize {
+            pieces
+                .iter()
+                .filter(|p| match **p {
+                    Piece::Buckets { level, from, to } => {
+                        let b = t >> BUCKET_SHIFTS[level as usize];
+                        b >= from && b < to
+                    }
+                    Piece::Entries { from, to, .. } => t >= from && t <= to,
+                })
+                .count()
+        };
+        let ats = [0i64, 1, -1, 1 << 14, (1 << 20) + 7, 1_764_000_000_000_000, -62_000_000_000_000_000, 253_000_000_000_000_000];
+        for at in ats {
+            let pieces = prefix_pieces(at);
+            for delta in [0i64, 1, 2, 1 << 10, 1 << 15, 1 << 21, 1 << 27, 1 << 33, 1 << 39, 1 << 45, 1 << 51, 1 << 55] {
+                assert_eq!(covers(&pieces, at - delta), 1, "{at} - {delta} is covered once");
+                if delta > 0 {
+                    assert_eq!(covers(&pieces, at.saturating_add(delta)), 0, "{at} + {delta} is not covered");
+                }
+            }
+            for p in &pieces {
+                if let Piece::Buckets { level, from, to } = p
+                    && *level < BUCKET_SHIFTS.len() as i16 - 1
+                {
+                    assert!(to - from < 64, "fewer than 64 buckets per level");
+                }
+            }
+        }
     }
 
     #[test]

@@ -12,7 +12,7 @@ use tokio_postgres::Row;
 use super::db_err;
 use crate::base::ledger::{Totals, Window};
 use crate::error::{Error, Result};
-use crate::store::ledger::{self, AccountGuard, AccountState, LedgerLine, STATUS_ARCHIVED, STATUS_PENDING, STATUS_POSTED};
+use crate::store::ledger::{self, AccountGuard, AccountState, Change, LedgerLine, Piece, STATUS_ARCHIVED, STATUS_PENDING, STATUS_POSTED};
 
 const LOCK_ACCOUNTS: &str = "SELECT account_id, credit_normal, posted_debits, posted_credits, pending_debits, pending_credits, lock_version
      FROM ledger_account_sums WHERE account_id = ANY($1) ORDER BY account_id FOR UPDATE";
@@ -25,13 +25,21 @@ const INSERT_POSTINGS: &str = "INSERT INTO ledger_postings (entry_id, account_id
 const SETTLE_POSTINGS: &str = "UPDATE ledger_postings SET status = $2 WHERE entry_id = ANY($1) AND status = 0";
 pub const ACCOUNTS: &str = "SELECT account_id, credit_normal, posted_debits, posted_credits, pending_debits, pending_credits, lock_version
      FROM ledger_account_sums WHERE account_id = ANY($1)";
-pub const WINDOW: &str = "SELECT status, debit, sum(amount)::bigint FROM ledger_postings
-     WHERE account_id = $1 AND status <> 2
-       AND effective_at >= $2
-       AND (effective_at < $3 OR ($4 AND effective_at = $3))
-       AND version <= $5
-       AND (effective_at < $6 OR (effective_at = $6 AND version <= $7))
+const SUM_BUCKETS: &str = "SELECT coalesce(sum(b.posted_debits), 0)::bigint, coalesce(sum(b.posted_credits), 0)::bigint,
+       coalesce(sum(b.pending_debits), 0)::bigint, coalesce(sum(b.pending_credits), 0)::bigint
+     FROM unnest($2::smallint[], $3::bigint[], $4::bigint[]) AS r(level, lo, hi)
+     JOIN ledger_buckets b ON b.account_id = $1 AND b.level = r.level AND b.bucket >= r.lo AND b.bucket < r.hi";
+const SUM_ENTRIES: &str = "SELECT status, debit, sum(amount)::bigint FROM ledger_postings
+     WHERE account_id = $1 AND status <> 2 AND effective_at >= $2 AND effective_at <= $3 AND version <= $4
      GROUP BY status, debit";
+const ADD_TO_BUCKETS: &str =
+    "INSERT INTO ledger_buckets (account_id, level, bucket, posted_debits, posted_credits, pending_debits, pending_credits)
+     SELECT * FROM unnest($1::text[], $2::smallint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[])
+     ON CONFLICT (account_id, level, bucket) DO UPDATE SET
+       posted_debits = ledger_buckets.posted_debits + EXCLUDED.posted_debits,
+       posted_credits = ledger_buckets.posted_credits + EXCLUDED.posted_credits,
+       pending_debits = ledger_buckets.pending_debits + EXCLUDED.pending_debits,
+       pending_credits = ledger_buckets.pending_credits + EXCLUDED.pending_credits";
 pub const ENTRY_VERSIONS: &str = "SELECT entry_id, version FROM ledger_postings WHERE entry_id = ANY($1)";
 
 pub async fn open(tx: &impl GenericClient, account_id: &str, credit_normal: bool) -> Result<()> {
@@ -61,7 +69,63 @@ pub async fn insert_postings(tx: &impl GenericClient, lines: &[&LedgerLine], ver
     let amount: Vec<i64> = lines.iter().map(|l| l.amount).collect();
     let statement = tx.prepare_cached(INSERT_POSTINGS).await.map_err(db_err)?;
     tx.execute(&statement, &[&ids, &account_ids, &at, &versions, &status, &debit, &amount]).await.map_err(db_err)?;
+    add_to_buckets(tx, &ledger::bucket_deltas(lines.iter().copied(), Change::Write)?).await
+}
+
+/// Adds per-bucket changes to the accounts' time buckets (callers hold the accounts' row locks,
+/// so bucket rows are only ever written in the accounts' lock order).
+pub async fn add_to_buckets(tx: &impl GenericClient, deltas: &BTreeMap<ledger::BucketKey, Totals>) -> Result<()> {
+    if deltas.is_empty() {
+        return Ok(());
+    }
+    let accounts: Vec<&str> = deltas.keys().map(|k| k.0.as_str()).collect();
+    let levels: Vec<i16> = deltas.keys().map(|k| k.1).collect();
+    let buckets: Vec<i64> = deltas.keys().map(|k| k.2).collect();
+    let column = |f: fn(&Totals) -> i64| deltas.values().map(f).collect::<Vec<i64>>();
+    let (pd, pc, qd, qc) =
+        (column(|t| t.posted_debits), column(|t| t.posted_credits), column(|t| t.pending_debits), column(|t| t.pending_credits));
+    let statement = tx.prepare_cached(ADD_TO_BUCKETS).await.map_err(db_err)?;
+    tx.execute(&statement, &[&accounts, &levels, &buckets, &pd, &pc, &qd, &qc]).await.map_err(db_err)?;
     Ok(())
+}
+
+/// Sums the account's entries inside `window` from its time buckets and the few entries of
+/// the finest buckets at the window's ends (`store::ledger::window_pieces`).
+pub async fn window(client: &impl GenericClient, account_id: &str, window: &Window) -> Result<Totals> {
+    let (add, subtract) = ledger::window_pieces(window);
+    sum_pieces(client, account_id, &add).await?.minus(sum_pieces(client, account_id, &subtract).await?)
+}
+
+async fn sum_pieces(client: &impl GenericClient, account_id: &str, pieces: &[Piece]) -> Result<Totals> {
+    let mut totals = Totals::default();
+    let (mut levels, mut from, mut to) = (Vec::new(), Vec::new(), Vec::new());
+    for piece in pieces {
+        match *piece {
+            Piece::Buckets { level, from: lo, to: hi } => {
+                levels.push(level);
+                from.push(lo);
+                to.push(hi);
+            }
+            Piece::Entries { from, to, upto_version } => {
+                let statement = client.prepare_cached(SUM_ENTRIES).await.map_err(db_err)?;
+                let rows = client.query(&statement, &[&account_id, &from, &to, &upto_version.unwrap_or(i64::MAX)]).await.map_err(db_err)?;
+                for row in &rows {
+                    ledger::add_row(&mut totals, row.get(0), row.get(1), row.get(2))?;
+                }
+            }
+        }
+    }
+    if !levels.is_empty() {
+        let statement = client.prepare_cached(SUM_BUCKETS).await.map_err(db_err)?;
+        let row = client.query_one(&statement, &[&account_id, &levels, &from, &to]).await.map_err(db_err)?;
+        totals = totals.plus(Totals {
+            posted_debits: row.get(0),
+            posted_credits: row.get(1),
+            pending_debits: row.get(2),
+            pending_credits: row.get(3),
+        })?;
+    }
+    Ok(totals)
 }
 
 /// Starts the sums of several new accounts at zero.
@@ -108,7 +172,8 @@ pub async fn settle(tx: &impl GenericClient, lines: &[LedgerLine], post: bool) -
             retry_after_s: None,
         });
     }
-    store(tx, &accounts).await
+    store(tx, &accounts).await?;
+    add_to_buckets(tx, &ledger::bucket_deltas(lines.iter(), if post { Change::Post } else { Change::Archive })?).await
 }
 
 pub async fn unique(tx: &impl GenericClient, key: &str, parameter: &str, message: &str) -> Result<()> {
@@ -144,17 +209,4 @@ pub async fn store(tx: &impl GenericClient, accounts: &BTreeMap<String, AccountS
 pub fn state_row(row: &Row) -> (String, AccountState) {
     let totals = Totals { posted_debits: row.get(2), posted_credits: row.get(3), pending_debits: row.get(4), pending_credits: row.get(5) };
     (row.get(0), AccountState { credit_normal: row.get(1), totals, lock_version: row.get(6) })
-}
-
-/// The parameters of [`WINDOW`], in order.
-pub fn window_params(window: &Window) -> (i64, i64, bool, i64, i64, i64) {
-    let (through_at, through_version) = window.through_entry.unwrap_or((i64::MAX, i64::MAX));
-    (
-        window.from_micros.unwrap_or(i64::MIN),
-        window.to_micros.unwrap_or(i64::MAX),
-        window.through_inclusive || window.to_micros.is_none(),
-        window.upto_version.unwrap_or(i64::MAX),
-        through_at,
-        through_version,
-    )
 }

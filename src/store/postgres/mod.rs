@@ -333,13 +333,9 @@ impl Store for PostgresStore {
     }
 
     async fn ledger_window(&self, account_id: &str, window: &crate::base::ledger::Window) -> Result<crate::base::ledger::Totals> {
-        let (from, to, inclusive, upto, through_at, through_version) = ledger::window_params(window);
-        let rows = self.query(ledger::WINDOW, &[&account_id, &from, &to, &inclusive, &upto, &through_at, &through_version]).await?;
-        let mut totals = crate::base::ledger::Totals::default();
-        for row in &rows {
-            crate::store::ledger::add_row(&mut totals, row.get(0), row.get(1), row.get(2))?;
-        }
-        Ok(totals)
+        let client = self.db.get().await?;
+        let outcome = within(self.db.deadline, ledger::window(&client, account_id, window)).await;
+        self.db.settle(client, outcome)
     }
 
     async fn ledger_entry_versions(&self, entry_ids: &[String]) -> Result<Vec<(String, i64)>> {

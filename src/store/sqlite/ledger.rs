@@ -8,7 +8,7 @@ use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use super::row_err;
 use crate::base::ledger::{Totals, Window};
 use crate::error::{Error, Result};
-use crate::store::ledger::{self, AccountGuard, AccountState, LedgerLine, STATUS_ARCHIVED, STATUS_PENDING, STATUS_POSTED};
+use crate::store::ledger::{self, AccountGuard, AccountState, Change, LedgerLine, Piece, STATUS_ARCHIVED, STATUS_PENDING, STATUS_POSTED};
 
 pub fn open(tx: &Transaction<'_>, account_id: &str, credit_normal: bool) -> Result<()> {
     tx.prepare_cached("INSERT INTO ledger_account_sums (account_id, credit_normal) VALUES (?1, ?2)")
@@ -33,6 +33,24 @@ pub fn post(tx: &Transaction<'_>, lines: &[LedgerLine], guards: &[AccountGuard])
             .execute(params![line.entry_id, line.account_id, line.effective_at.as_micros(), version, status, line.debit, line.amount])
             .map_err(row_err)?;
     }
+    add_to_buckets(tx, &ledger::bucket_deltas(lines.iter(), Change::Write)?)
+}
+
+fn add_to_buckets(tx: &Transaction<'_>, deltas: &BTreeMap<ledger::BucketKey, Totals>) -> Result<()> {
+    let mut upsert = tx
+        .prepare_cached(
+            "INSERT INTO ledger_buckets (account_id, level, bucket, posted_debits, posted_credits, pending_debits, pending_credits)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+             ON CONFLICT (account_id, level, bucket) DO UPDATE SET
+               posted_debits = posted_debits + excluded.posted_debits, posted_credits = posted_credits + excluded.posted_credits,
+               pending_debits = pending_debits + excluded.pending_debits, pending_credits = pending_credits + excluded.pending_credits",
+        )
+        .map_err(row_err)?;
+    for ((account, level, bucket), t) in deltas {
+        upsert
+            .execute(params![account, level, bucket, t.posted_debits, t.posted_credits, t.pending_debits, t.pending_credits])
+            .map_err(row_err)?;
+    }
     Ok(())
 }
 
@@ -46,7 +64,8 @@ pub fn settle(tx: &Transaction<'_>, lines: &[LedgerLine], post: bool) -> Result<
             return Err(not_pending());
         }
     }
-    store(tx, &accounts)
+    store(tx, &accounts)?;
+    add_to_buckets(tx, &ledger::bucket_deltas(lines.iter(), if post { Change::Post } else { Change::Archive })?)
 }
 
 pub fn unique(tx: &Transaction<'_>, key: &str, parameter: &str, message: &str) -> Result<()> {
@@ -113,32 +132,58 @@ pub fn accounts(conn: &Connection, ids: &[String]) -> rusqlite::Result<Vec<(Stri
     Ok(load_rows(conn, ids)?.into_iter().collect())
 }
 
-/// Sums the account's entries inside `window`, grouped so only four numbers come back.
-pub fn window(conn: &Connection, account_id: &str, window: &Window) -> rusqlite::Result<Vec<(i16, bool, i64)>> {
-    let (through_at, through_version) = window.through_entry.unwrap_or((i64::MAX, i64::MAX));
-    let to = window.to_micros.unwrap_or(i64::MAX);
-    let mut st = conn.prepare_cached(
-        "SELECT status, debit, sum(amount) FROM ledger_postings
-         WHERE account_id = ?1 AND status <> 2
-           AND effective_at >= ?2
-           AND (effective_at < ?3 OR (?4 AND effective_at = ?3))
-           AND version <= ?5
-           AND (effective_at < ?6 OR (effective_at = ?6 AND version <= ?7))
+/// Sums the account's entries inside `window` from its time buckets and the few entries of
+/// the finest buckets at the window's ends (`store::ledger::window_pieces`).
+pub fn window(conn: &Connection, account_id: &str, window: &Window) -> Result<Totals> {
+    let (add, subtract) = ledger::window_pieces(window);
+    sum_pieces(conn, account_id, &add)?.minus(sum_pieces(conn, account_id, &subtract)?)
+}
+
+fn sum_pieces(conn: &Connection, account_id: &str, pieces: &[Piece]) -> Result<Totals> {
+    let mut totals = Totals::default();
+    let mut buckets = conn
+        .prepare_cached(
+            "SELECT coalesce(sum(posted_debits), 0), coalesce(sum(posted_credits), 0), coalesce(sum(pending_debits), 0),
+           coalesce(sum(pending_credits), 0)
+         FROM ledger_buckets WHERE account_id = ?1 AND level = ?2 AND bucket >= ?3 AND bucket < ?4",
+        )
+        .map_err(row_err)?;
+    let mut entries = conn
+        .prepare_cached(
+            "SELECT status, debit, sum(amount) FROM ledger_postings
+         WHERE account_id = ?1 AND status <> 2 AND effective_at >= ?2 AND effective_at <= ?3 AND version <= ?4
          GROUP BY status, debit",
-    )?;
-    let rows = st.query_map(
-        params![
-            account_id,
-            window.from_micros.unwrap_or(i64::MIN),
-            to,
-            window.through_inclusive || window.to_micros.is_none(),
-            window.upto_version.unwrap_or(i64::MAX),
-            through_at,
-            through_version
-        ],
-        |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)),
-    )?;
-    rows.collect()
+        )
+        .map_err(row_err)?;
+    for piece in pieces {
+        match *piece {
+            Piece::Buckets { level, from, to } => {
+                let part = buckets
+                    .query_row(params![account_id, level, from, to], |row| {
+                        Ok(Totals {
+                            posted_debits: row.get(0)?,
+                            posted_credits: row.get(1)?,
+                            pending_debits: row.get(2)?,
+                            pending_credits: row.get(3)?,
+                        })
+                    })
+                    .map_err(row_err)?;
+                totals = totals.plus(part)?;
+            }
+            Piece::Entries { from, to, upto_version } => {
+                let rows = entries
+                    .query_map(params![account_id, from, to, upto_version.unwrap_or(i64::MAX)], |row| {
+                        Ok((row.get::<_, i16>(0)?, row.get::<_, bool>(1)?, row.get::<_, i64>(2)?))
+                    })
+                    .map_err(row_err)?;
+                for row in rows {
+                    let (status, debit, amount) = row.map_err(row_err)?;
+                    ledger::add_row(&mut totals, status, debit, amount)?;
+                }
+            }
+        }
+    }
+    Ok(totals)
 }
 
 pub fn entry_versions(conn: &Connection, entry_ids: &[String]) -> rusqlite::Result<Vec<(String, i64)>> {

@@ -135,18 +135,23 @@ impl SqliteStore {
     }
 
     fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T> {
+        self.read_with(|conn| f(conn).map_err(row_err))
+    }
+
+    /// [`read`](Self::read) for work that fails with the crate's own errors.
+    fn read_with<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         // The first idle connection, always searched from the first: reads run on the
         // runtime's few worker threads, so the first two or three connections serve nearly
         // all of them and keep their caches warm, and the rest stay small.
         for reader in &self.readers {
             if let Ok(conn) = reader.try_lock() {
-                return f(&conn).map_err(row_err);
+                return f(&conn);
             }
         }
         // All busy: wait for one, spreading the waiters.
         let start = self.next_reader.fetch_add(1, Ordering::Relaxed);
         let conn = self.readers[start % self.readers.len()].lock().unwrap_or_else(|p| p.into_inner());
-        f(&conn).map_err(row_err)
+        f(&conn)
     }
 
     fn reply(&self, api_key_id: &str, key: &str, now: Timestamp) -> Result<Option<StoredReply>> {
@@ -350,12 +355,7 @@ impl Store for SqliteStore {
     }
 
     async fn ledger_window(&self, account_id: &str, window: &Window) -> Result<Totals> {
-        let rows = self.read(|conn| ledger::window(conn, account_id, window))?;
-        let mut totals = Totals::default();
-        for (status, debit, amount) in rows {
-            crate::store::ledger::add_row(&mut totals, status, debit, amount)?;
-        }
-        Ok(totals)
+        self.read_with(|conn| ledger::window(conn, account_id, window))
     }
 
     async fn ledger_entry_versions(&self, entry_ids: &[String]) -> Result<Vec<(String, i64)>> {

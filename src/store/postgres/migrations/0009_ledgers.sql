@@ -32,3 +32,17 @@ CREATE UNIQUE INDEX ledger_postings_by_version ON ledger_postings (account_id, v
 CREATE TABLE unique_keys (
     key TEXT PRIMARY KEY
 );
+
+-- Each account's sums per time bucket, at seven widths (2^14 us up to 2^50 us, each 64 times
+-- the one below): a balance as of any instant adds fewer than 64 buckets per width and the
+-- entries of one finest bucket, however many entries the account has (store::ledger::prefix_pieces).
+CREATE TABLE ledger_buckets (
+    account_id      TEXT NOT NULL,
+    level           SMALLINT NOT NULL,
+    bucket          BIGINT NOT NULL,
+    posted_debits   BIGINT NOT NULL,
+    posted_credits  BIGINT NOT NULL,
+    pending_debits  BIGINT NOT NULL,
+    pending_credits BIGINT NOT NULL,
+    PRIMARY KEY (account_id, level, bucket)
+);

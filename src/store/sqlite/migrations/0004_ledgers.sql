@@ -31,3 +31,17 @@ CREATE UNIQUE INDEX ledger_postings_by_version ON ledger_postings (account_id, v
 CREATE TABLE unique_keys (
     key TEXT PRIMARY KEY
 ) WITHOUT ROWID;
+
+-- Each account's sums per time bucket, at seven widths (2^14 us up to 2^50 us, each 64 times
+-- the one below): a balance as of any instant adds fewer than 64 buckets per width and the
+-- entries of one finest bucket, however many entries the account has (store::ledger::prefix_pieces).
+CREATE TABLE ledger_buckets (
+    account_id      TEXT NOT NULL,
+    level           INTEGER NOT NULL,
+    bucket          INTEGER NOT NULL,
+    posted_debits   INTEGER NOT NULL,
+    posted_credits  INTEGER NOT NULL,
+    pending_debits  INTEGER NOT NULL,
+    pending_credits INTEGER NOT NULL,
+    PRIMARY KEY (account_id, level, bucket)
+) WITHOUT ROWID;
