@@ -70,6 +70,11 @@ enum Command {
         #[command(subcommand)]
         command: WebhooksCommand,
     },
+    /// Register and list bank connections (SPEC B1; works beside running servers).
+    Connections {
+        #[command(subcommand)]
+        command: ConnectionsCommand,
+    },
     /// Manage the master key that seals secrets at rest (works beside running servers).
     MasterKey {
         #[command(subcommand)]
@@ -198,6 +203,23 @@ enum MasterKeyCommand {
 }
 
 #[derive(Subcommand)]
+enum ConnectionsCommand {
+    /// Register the bank connection a TOML config file describes (see the README); prints its
+    /// id on the last line, or with --json one JSON object.
+    Add {
+        #[arg(long)]
+        config: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// List every registered connection (no secret is shown).
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
 enum KeysCommand {
     /// Create a key; prints the secret once, alone on the last line.
     Create {
@@ -282,6 +304,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             run_webhooks(store.as_ref(), &secrets, command).await
         }
         Command::MasterKey { command } => run_master_key(&config, command).await,
+        Command::Connections { command } => {
+            config.admin_listen = None;
+            let (store, secrets) = payrail::connect(&config).await?;
+            run_connections(store.as_ref(), &secrets, command).await
+        }
         Command::Keys { command } => {
             config.admin_listen = None;
             let store = payrail::connect_store(&config).await?;
@@ -452,6 +479,54 @@ fn cli_error(err: payrail::error::Error) -> anyhow::Error {
         }
         other => anyhow::anyhow!(other),
     }
+}
+
+fn connection_json(registered: &payrail::domain::connection::Registered) -> serde_json::Value {
+    let c = &registered.connection;
+    json!({
+        "id": c.id,
+        "object": "connection",
+        "name": c.vendor_name,
+        "vendor_name": c.vendor_name,
+        "vendor_id": c.vendor_id,
+        "organization_id": registered.scope.organization_id,
+        "live_mode": c.live_mode,
+        "created_at": c.created_at,
+    })
+}
+
+async fn run_connections(store: &dyn payrail::store::Store, secrets: &SecretBox, command: ConnectionsCommand) -> anyhow::Result<()> {
+    match command {
+        ConnectionsCommand::Add { config, json } => {
+            let text = std::fs::read_to_string(&config).map_err(|e| anyhow::anyhow!("--config: cannot read {}: {e}", config.display()))?;
+            let base_dir = config.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
+            let now = payrail::domain::time::Clock::now(&SystemClock);
+            let registered = payrail::bank::connection::add(store, secrets, &text, &base_dir, now).await?;
+            if json {
+                println!("{}", connection_json(&registered));
+            } else {
+                let c = &registered.connection;
+                let mode = if c.live_mode { "live" } else { "sandbox" };
+                println!("registered {} for {} ({mode})", c.vendor_name, registered.scope.organization_id);
+                println!("{}", c.id);
+            }
+        }
+        ConnectionsCommand::List { json } => {
+            let all = payrail::domain::connection::all(store).await?;
+            if json {
+                println!("{}", serde_json::Value::Array(all.iter().map(connection_json).collect()));
+            } else {
+                for r in &all {
+                    let mode = if r.connection.live_mode { "live" } else { "sandbox" };
+                    println!(
+                        "{}  {:<9} {:<8} {:<20} {}",
+                        r.connection.id, r.connection.vendor_id, mode, r.scope.organization_id, r.connection.vendor_name
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 async fn run_keys(store: &dyn payrail::store::Store, command: KeysCommand) -> anyhow::Result<()> {

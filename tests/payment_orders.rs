@@ -354,7 +354,13 @@ on_both_stores! {
 async fn sandbox_bank_never_moves_live_orders() {
     let server = fast_bank().await;
     let live = server.key_for("default", Mode::Live).await;
-    let originating = internal_account(&server, &live, "USD").await;
+    let connection = common::live_connection(&server, "default").await;
+    let (status, body) = json(
+        server.post("/api/internal_accounts", &live, &json!({"name": "Operating", "currency": "USD", "connection_id": connection})).send().await.unwrap(),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let originating = body["id"].as_str().unwrap().to_owned();
     let (_, receiving) = counterparty(&server, &live).await;
     let created = create_order(&server, &live, &order(&originating, &receiving, 100)).await;
     assert_eq!(created["live_mode"], true);

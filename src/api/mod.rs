@@ -1,6 +1,7 @@
 //! The API's resources, one module each: thin handlers that parse, call the domain, reply.
 
 mod api_keys;
+mod connections;
 mod counterparties;
 mod events;
 mod external_accounts;
@@ -32,6 +33,7 @@ pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/api/ping", get(ping::ping))
         .route("/api/api_keys/current", get(api_keys::current))
+        .route("/api/connections", get(connections::list))
         .route("/api/counterparties", get(counterparties::list).post(counterparties::create))
         .route("/api/counterparties/{id}", get(counterparties::retrieve).patch(counterparties::update).delete(counterparties::delete))
         .route("/api/external_accounts", get(external_accounts::list).post(external_accounts::create))

@@ -7,9 +7,11 @@
 //! - `ach`: what an ACH payment order must carry, checked at creation ([`ach::validate_order_for_ach`])
 //!   and turned into an entry at cut-off.
 //!
-//! Connections (B1), cut-offs (B2), transports and the file records (B6) come next and sit on
-//! these.
+//! - `connection`: registering a bank connection from its TOML config (B1).
+//!
+//! Cut-offs (B2), transports and the file records (B6) come next and sit on these.
 
 pub mod ach;
 pub mod calendar;
+pub mod connection;
 pub mod formats;

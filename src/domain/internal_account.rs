@@ -1,9 +1,10 @@
 //! Internal accounts: the organization's own accounts, the originating side of payments.
 //!
-//! Payrail connects to no bank. Every organization and mode has one built-in connection (its
-//! id is derived from the tenant, so it is stable), and each new internal account gets a
-//! generated account number and Payrail's sandbox routing number, so payments can be built
-//! against it end to end.
+//! An internal account belongs to a bank connection (SPEC B1, `domain::connection`): one an
+//! operator registered, named by `connection_id` (required in live mode), or in sandbox mode the
+//! organization's built-in sandbox connection (its id is derived from the tenant, so it is
+//! stable). Each new internal account gets a generated account number and Payrail's sandbox
+//! routing number, so payments can be built against it end to end.
 //!
 //! The account's `currency` is a [`Currency`] (payments and ledgers need its exponent) and its
 //! capabilities' direction and payment type are enums; each serialises as it always did.
@@ -160,7 +161,7 @@ pub struct InternalAccountPatch {
     pub contra_ledger_account_id: Option<String>,
 }
 
-/// The tenant's one built-in connection; its id is the same every time it is asked for.
+/// The tenant's built-in sandbox connection; its id is the same every time it is asked for.
 pub fn connection(scope: &Scope, created_at: Timestamp) -> Connection {
     let digest = Sha256::digest(format!("payrail-connection:{}:{}", scope.organization_id, scope.live_mode));
     let mut bytes = [0u8; 16];
@@ -195,18 +196,12 @@ impl CapabilityInput {
 }
 
 impl InternalAccountInput {
-    fn build(&self, scope: &Scope, stamp: Stamp) -> Result<InternalAccount> {
+    fn build(&self, connection: Connection, stamp: Stamp) -> Result<InternalAccount> {
         if self.legal_entity_id.is_some() {
             return Err(Error::invalid("legal_entity_id", "legal entities are not supported by Payrail"));
         }
         let name = validate::text("name", self.name.as_deref().ok_or_else(|| Error::missing("name"))?, TEXT_LEN_MAX)?;
         let currency = Currency::parse("currency", self.currency.as_deref().ok_or_else(|| Error::missing("currency"))?)?;
-        let connection = connection(scope, stamp.now);
-        if let Some(given) = &self.connection_id
-            && *given != connection.id
-        {
-            return Err(Error::invalid("connection_id", "connection_id does not name an existing connection"));
-        }
         let number: String = (0..12).map(|_| char::from(b'0' + rand::rng().random_range(0..10u8))).collect();
         Ok(InternalAccount {
             id: new_id(),
@@ -327,8 +322,9 @@ pub fn parse(stored: &StoredObject) -> Result<InternalAccount> {
 }
 
 pub async fn create(ctx: &Ctx<'_>, commit: &dyn Commit, input: &InternalAccountInput) -> Result<String> {
-    let account = input.build(ctx.scope, Stamp { live_mode: ctx.scope.live_mode, now: ctx.now })?;
     let mut batch = WriteBatch::new();
+    let connection = super::connection::for_account(ctx, &mut batch, input.connection_id.as_deref()).await?;
+    let account = input.build(connection, Stamp { live_mode: ctx.scope.live_mode, now: ctx.now })?;
     account.stage_references(ctx.scope, &mut batch);
     let json = to_json(&account)?;
     batch.push(Write::Insert(account.record(ctx.scope, json.clone())));

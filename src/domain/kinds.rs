@@ -16,3 +16,7 @@ pub const LEDGER_ACCOUNT: &str = "ledger_account";
 pub const LEDGER_TRANSACTION: &str = "ledger_transaction";
 pub const LEDGER_TRANSACTION_VERSION: &str = "ledger_transaction_version";
 pub const LEDGER_ENTRY: &str = "ledger_entry";
+/// A bank connection registered by an operator (SPEC B1), served as MT's `connection`.
+pub const CONNECTION: &str = "connection";
+/// The private half of a connection: its settings and sealed credentials. Never served.
+pub const CONNECTION_SETTINGS: &str = "connection_settings";

@@ -7,6 +7,7 @@ pub use crate::base::{api_key, secret_box, time};
 
 pub mod bank_id;
 pub mod common;
+pub mod connection;
 pub mod counterparty;
 pub mod enums;
 pub mod event;

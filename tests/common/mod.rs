@@ -355,3 +355,42 @@ pub async fn run_compat_script(server: &TestServer, secret: &str, script: &str, 
     .await
     .expect("the script runner thread")
 }
+
+/// Runs the `payrail` command line on `server`'s database (as an operator would beside it),
+/// with no `PAYRAIL_*` variable of the test's environment leaking in.
+pub async fn cli(server: &TestServer, args: &[&str]) -> std::process::Output {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_payrail"));
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("PAYRAIL_") {
+            command.env_remove(&name);
+        }
+    }
+    command.arg("--data-dir").arg(server.dir.path());
+    if let Some(url) = test_database_url(server.dir.path()).await {
+        command.arg("--database-url").arg(url);
+    }
+    if let Some(path) = &server.master_key_file {
+        command.arg("--master-key-file").arg(path);
+    }
+    command.args(args).output().expect("run payrail")
+}
+
+/// Registers a live directory-transport connection for `org` on `server` (`payrail connections
+/// add`); returns its id.
+pub async fn live_connection(server: &TestServer, org: &str) -> String {
+    let dir = server.dir.path().join(format!("bank-{org}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("connection.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "name = \"Test Bank\"\norganization = \"{org}\"\nmode = \"live\"\ntimezone = \"America/New_York\"\ncutoffs = [\"16:45\"]\n\
+             [transport]\nkind = \"directory\"\noutbound_dir = \"outbound\"\ninbound_dir = \"inbound\"\n"
+        ),
+    )
+    .unwrap();
+    let output = cli(server, &["connections", "add", "--config", config.to_str().unwrap(), "--json"]).await;
+    assert!(output.status.success(), "connections add: {}", String::from_utf8_lossy(&output.stderr));
+    let added: Value = serde_json::from_slice(&output.stdout).expect("--json prints one object");
+    added["id"].as_str().expect("an id").to_owned()
+}

@@ -1,0 +1,320 @@
+//! Registering a bank connection from its TOML config (SPEC B1): the config is read and checked
+//! whole before anything is stored (an ACH identity a NACHA file could not carry, an unknown
+//! time zone, a host key that is not an OpenSSH public key line, a missing identity file are
+//! refused with the key they concern), the identity key's bytes are sealed under the master key,
+//! and the connection is stored with its settings (`domain::connection`).
+//!
+//! Unknown keys are refused, not ignored: a typo in a bank's config should stop the operator,
+//! not send money with a default.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, anyhow, bail};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use serde::{Deserialize, Serialize};
+
+use crate::base::api_key::Scope;
+use crate::base::secret_box::SecretBox;
+use crate::domain::bank_id::{AbaRoutingNumber, Bic};
+use crate::domain::connection::{self, Registered};
+use crate::domain::time::Timestamp;
+use crate::store::Store;
+
+use super::formats::nacha::field::alpha_text;
+
+/// A connection config as the operator writes it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConnectionConfig {
+    pub name: String,
+    #[serde(default = "default_organization")]
+    pub organization: String,
+    pub mode: String,
+    pub timezone: String,
+    pub cutoffs: Vec<String>,
+    pub transport: TransportConfig,
+    pub ach: Option<AchSettings>,
+    pub iso20022: Option<IsoSettings>,
+}
+
+fn default_organization() -> String {
+    "default".into()
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TransportConfig {
+    pub kind: String,
+    pub host: Option<String>,
+    pub port: Option<u16>,
+    pub user: Option<String>,
+    pub identity_file: Option<PathBuf>,
+    pub host_key: Option<String>,
+    pub outbound_dir: String,
+    pub inbound_dir: String,
+}
+
+/// The ACH identities of a connection's NACHA files (SPEC B1, B3).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct AchSettings {
+    pub immediate_destination: String,
+    pub immediate_destination_name: String,
+    pub immediate_origin: String,
+    pub immediate_origin_name: String,
+    pub company_id: String,
+    pub company_name: String,
+}
+
+/// The ISO 20022 identities of a connection's `pain.001` files.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct IsoSettings {
+    pub initiating_party_name: String,
+    pub debtor_agent_bic: String,
+}
+
+/// How files reach the bank, as stored (the identity key sealed).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum TransportSettings {
+    Sftp {
+        host: String,
+        port: u16,
+        user: String,
+        /// The OpenSSH public key line the bank's server must present.
+        host_key: String,
+        /// The identity key's bytes, sealed under the master key (base64).
+        identity_sealed: String,
+        outbound_dir: String,
+        inbound_dir: String,
+    },
+    /// A local folder pair (development): absolute paths.
+    Directory { outbound_dir: PathBuf, inbound_dir: PathBuf },
+}
+
+/// A connection's settings as stored beside it (never served).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Settings {
+    pub timezone: String,
+    /// Local cut-off times, `HH:MM`, sorted.
+    pub cutoffs: Vec<String>,
+    pub transport: TransportSettings,
+    pub ach: Option<AchSettings>,
+    pub iso20022: Option<IsoSettings>,
+}
+
+/// What the sealed identity key is bound to.
+pub fn identity_purpose(connection_id: &str) -> String {
+    format!("connection_identity:{connection_id}")
+}
+
+/// Parses and checks a config; relative paths (the identity file, a directory transport's
+/// folders) are read against `base_dir`, the config file's folder.
+pub fn parse(text: &str) -> anyhow::Result<ConnectionConfig> {
+    let config: ConnectionConfig = toml::from_str(text).map_err(|e| anyhow!("the connection config is not valid: {e}"))?;
+    check(&config)?;
+    Ok(config)
+}
+
+fn check(config: &ConnectionConfig) -> anyhow::Result<()> {
+    if config.name.trim().is_empty() || config.name.chars().count() > 255 {
+        bail!("name: 1 to 255 characters");
+    }
+    if !matches!(config.mode.as_str(), "live" | "sandbox") {
+        bail!("mode: \"live\" or \"sandbox\" (got {:?})", config.mode);
+    }
+    jiff::tz::TimeZone::get(&config.timezone)
+        .map_err(|_| anyhow!("timezone: {:?} is not a time zone of the tz database", config.timezone))?;
+    cutoffs(&config.cutoffs)?;
+    if let Some(ach) = &config.ach {
+        check_ach(ach)?;
+    }
+    if let Some(iso) = &config.iso20022 {
+        if iso.initiating_party_name.trim().is_empty() || iso.initiating_party_name.chars().count() > 140 {
+            bail!("[iso20022] initiating_party_name: 1 to 140 characters");
+        }
+        Bic::parse("debtor_agent_bic", &iso.debtor_agent_bic)
+            .map_err(|_| anyhow!("[iso20022] debtor_agent_bic: not a BIC (8 or 11 characters)"))?;
+    }
+    Ok(())
+}
+
+/// Cut-off times: `HH:MM`, at least one, no repeats; returned sorted.
+pub fn cutoffs(given: &[String]) -> anyhow::Result<Vec<String>> {
+    if given.is_empty() {
+        bail!("cutoffs: at least one local time, such as [\"16:45\"]");
+    }
+    let mut out = Vec::with_capacity(given.len());
+    for text in given {
+        let ok = text.len() == 5
+            && text.as_bytes()[2] == b':'
+            && text[..2].parse::<u8>().is_ok_and(|h| h < 24)
+            && text[3..].parse::<u8>().is_ok_and(|m| m < 60);
+        if !ok {
+            bail!("cutoffs: {text:?} is not a time of day as HH:MM");
+        }
+        out.push(text.clone());
+    }
+    out.sort();
+    if out.windows(2).any(|w| w[0] == w[1]) {
+        bail!("cutoffs: a time is given twice");
+    }
+    Ok(out)
+}
+
+fn check_ach(ach: &AchSettings) -> anyhow::Result<()> {
+    AbaRoutingNumber::parse("immediate_destination", &ach.immediate_destination)
+        .map_err(|_| anyhow!("[ach] immediate_destination: 9 digits with a valid ABA checksum"))?;
+    let origin = ach.immediate_origin.as_str();
+    if !(origin.len() == 10 || origin.len() == 9) || !origin.chars().all(|c| c.is_ascii_alphanumeric()) {
+        bail!("[ach] immediate_origin: 10 characters as the bank assigned them (or 9 digits)");
+    }
+    if ach.company_id.len() != 10 || !ach.company_id.chars().all(|c| c.is_ascii_alphanumeric()) {
+        bail!("[ach] company_id: exactly 10 letters and digits");
+    }
+    for (key, value, width) in [
+        ("immediate_destination_name", &ach.immediate_destination_name, 23),
+        ("immediate_origin_name", &ach.immediate_origin_name, 23),
+        ("company_name", &ach.company_name, 16),
+    ] {
+        if value.trim().is_empty() {
+            bail!("[ach] {key}: required");
+        }
+        alpha_text("connection", "ach", value, width).map_err(|e| anyhow!("[ach] {key}: {e} (at most {width} NACHA characters)"))?;
+    }
+    Ok(())
+}
+
+/// The transport's stored settings, the identity key read from its file and sealed.
+fn transport(config: &TransportConfig, base_dir: &Path, connection_id: &str, secrets: &SecretBox) -> anyhow::Result<TransportSettings> {
+    match config.kind.as_str() {
+        "sftp" => {
+            let need = |value: &Option<String>, key: &str| {
+                value.clone().filter(|v| !v.is_empty()).ok_or_else(|| anyhow!("[transport] {key}: required for sftp"))
+            };
+            let host_key = need(&config.host_key, "host_key")?;
+            check_host_key(&host_key)?;
+            let identity_file = config.identity_file.as_ref().ok_or_else(|| anyhow!("[transport] identity_file: required for sftp"))?;
+            let path = base_dir.join(identity_file);
+            let identity = std::fs::read(&path).with_context(|| format!("[transport] identity_file: cannot read {}", path.display()))?;
+            if !String::from_utf8_lossy(&identity).contains("PRIVATE KEY") {
+                bail!("[transport] identity_file: {} is not a private key in OpenSSH or PEM form", path.display());
+            }
+            Ok(TransportSettings::Sftp {
+                host: need(&config.host, "host")?,
+                port: config.port.unwrap_or(22),
+                user: need(&config.user, "user")?,
+                host_key,
+                identity_sealed: STANDARD.encode(secrets.seal(&identity, &identity_purpose(connection_id))),
+                outbound_dir: config.outbound_dir.clone(),
+                inbound_dir: config.inbound_dir.clone(),
+            })
+        }
+        "directory" => {
+            let folder = |dir: &str| -> anyhow::Result<PathBuf> {
+                let path = base_dir.join(dir);
+                std::fs::create_dir_all(&path).with_context(|| format!("[transport] cannot create {}", path.display()))?;
+                path.canonicalize().with_context(|| format!("[transport] cannot resolve {}", path.display()))
+            };
+            Ok(TransportSettings::Directory { outbound_dir: folder(&config.outbound_dir)?, inbound_dir: folder(&config.inbound_dir)? })
+        }
+        other => bail!("[transport] kind: \"sftp\" or \"directory\" (got {other:?})"),
+    }
+}
+
+/// An OpenSSH public key line: `TYPE BASE64 [comment]`.
+fn check_host_key(line: &str) -> anyhow::Result<()> {
+    let mut parts = line.split_whitespace();
+    let (Some(kind), Some(body)) = (parts.next(), parts.next()) else {
+        bail!("[transport] host_key: an OpenSSH public key line, such as \"ssh-ed25519 AAAA...\"")
+    };
+    let known = ["ssh-ed25519", "ssh-rsa", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521"];
+    if !known.contains(&kind) || STANDARD.decode(body).is_err() {
+        bail!("[transport] host_key: an OpenSSH public key line of type {} (got {kind:?})", known.join(", "));
+    }
+    Ok(())
+}
+
+/// Registers the connection `text` describes (`payrail connections add`); `base_dir` is the
+/// config file's folder.
+pub async fn add(store: &dyn Store, secrets: &SecretBox, text: &str, base_dir: &Path, now: Timestamp) -> anyhow::Result<Registered> {
+    let config = parse(text)?;
+    let scope = Scope { organization_id: config.organization.clone(), live_mode: config.mode == "live" };
+    let vendor_customer_id = config.ach.as_ref().map(|a| a.company_id.clone());
+    let record = connection::new_record(scope.live_mode, &config.transport.kind, &config.name, vendor_customer_id, now);
+    let settings = Settings {
+        timezone: config.timezone.clone(),
+        cutoffs: cutoffs(&config.cutoffs)?,
+        transport: transport(&config.transport, base_dir, &record.id, secrets)?,
+        ach: config.ach.clone(),
+        iso20022: config.iso20022.clone(),
+    };
+    let settings_json = serde_json::to_string(&settings)?;
+    connection::register(store, &scope, &record, settings_json).await?;
+    Ok(Registered { scope, connection: record })
+}
+
+/// A connection's stored settings.
+pub async fn settings(store: &dyn Store, registered: &Registered) -> anyhow::Result<Settings> {
+    let json = connection::settings(store, &registered.scope, &registered.connection.id)
+        .await?
+        .ok_or_else(|| anyhow!("connection {} has no settings", registered.connection.id))?;
+    Ok(serde_json::from_str(&json)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SFTP: &str = r#"
+name = "Acme Bank"
+organization = "default"
+mode = "live"
+timezone = "America/New_York"
+cutoffs = ["16:45", "10:30", "14:30"]
+[transport]
+kind = "sftp"
+host = "127.0.0.1"
+port = 2222
+user = "payrail"
+identity_file = "bank_ed25519"
+host_key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
+outbound_dir = "outbound"
+inbound_dir = "inbound"
+[ach]
+immediate_destination = "021000021"
+immediate_destination_name = "ACME BANK"
+immediate_origin = "1234567890"
+immediate_origin_name = "ACME CORP"
+company_id = "1234567890"
+company_name = "ACME CORP"
+[iso20022]
+initiating_party_name = "ACME CORP"
+debtor_agent_bic = "ACMEUS33XXX"
+"#;
+
+    #[test]
+    fn b1_the_spec_example_parses() {
+        let config = parse(SFTP).unwrap();
+        assert_eq!(cutoffs(&config.cutoffs).unwrap(), ["10:30", "14:30", "16:45"]);
+    }
+
+    #[test]
+    fn b1_bad_configs_name_the_key() {
+        let cases = [
+            (SFTP.replace("America/New_York", "Mars/Olympus"), "timezone"),
+            (SFTP.replace("\"16:45\"", "\"25:00\""), "cutoffs"),
+            (SFTP.replace("021000021", "021000022"), "immediate_destination"),
+            (SFTP.replace("company_id = \"1234567890\"", "company_id = \"123\""), "company_id"),
+            (SFTP.replace("ACMEUS33XXX", "nope"), "debtor_agent_bic"),
+            (SFTP.replace("mode = \"live\"", "mode = \"production\""), "mode"),
+            (SFTP.replace("port = 2222", "port = 2222\nfavourite_colour = \"blue\""), "favourite_colour"),
+        ];
+        for (text, key) in cases {
+            let err = parse(&text).unwrap_err().to_string();
+            assert!(err.contains(key), "{key}: {err}");
+        }
+    }
+}

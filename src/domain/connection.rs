@@ -1,0 +1,131 @@
+//! Bank connections (SPEC B1): one bank relationship each, registered by an operator from the
+//! command line and served (without any secret) as Modern Treasury's `connection`.
+//!
+//! A connection is two documents: the public record (`connection`), listed by
+//! `GET /api/connections` and embedded in the internal accounts that use it, and its private
+//! settings (`connection_settings`: transport, cut-offs, file identities, credentials sealed
+//! under the master key), which no route serves. What the settings mean is the bank layer's
+//! business; the domain keeps them as an opaque document.
+//!
+//! Every sandbox organization also has a built-in sandbox connection (its id derived from the
+//! tenant, see `internal_account::connection`), used when an internal account names none.
+
+use super::api_key::Scope;
+use super::internal_account::{self, Connection};
+use super::listing::{self, ListedPage, PageSpec};
+use super::time::Timestamp;
+use super::{Ctx, event};
+use crate::error::{Error, Result};
+use crate::store::{ObjectRecord, Store, StoredObject, Term, Write, WriteBatch};
+
+pub const KIND: &str = super::kinds::CONNECTION;
+pub const SETTINGS_KIND: &str = super::kinds::CONNECTION_SETTINGS;
+/// The term every registered connection carries, so the command line can list them in every
+/// tenant (`Store::scan_due`).
+const REGISTERED_TERM: &str = "registered_at";
+/// Connections `payrail connections list` shows at most.
+pub const LIST_MAX: usize = 10_000;
+
+/// A connection's public record and where it belongs.
+#[derive(Debug, Clone)]
+pub struct Registered {
+    pub scope: Scope,
+    pub connection: Connection,
+}
+
+/// The public record of a new connection.
+pub fn new_record(live_mode: bool, vendor_id: &str, vendor_name: &str, vendor_customer_id: Option<String>, now: Timestamp) -> Connection {
+    Connection {
+        id: super::common::new_id(),
+        object: "connection".into(),
+        live_mode,
+        vendor_id: vendor_id.into(),
+        vendor_name: vendor_name.into(),
+        vendor_customer_id,
+        created_at: now,
+        updated_at: now,
+        discarded_at: None,
+    }
+}
+
+/// Stores a connection with its settings (already sealed where secret) and its event.
+pub async fn register(store: &dyn Store, scope: &Scope, connection: &Connection, settings_json: String) -> Result<()> {
+    let json = to_json(connection)?;
+    let mut batch = WriteBatch::new();
+    let created = connection.created_at;
+    batch.push(Write::Insert(ObjectRecord {
+        id: connection.id.clone(),
+        kind: KIND,
+        scope: scope.clone(),
+        parent_id: None,
+        created_at: created,
+        doc: json.clone(),
+        terms: vec![Term::new(REGISTERED_TERM, created.to_string()), Term::new("vendor_name", &connection.vendor_name)],
+    }));
+    batch.push(Write::Insert(ObjectRecord {
+        id: settings_id(&connection.id),
+        kind: SETTINGS_KIND,
+        scope: scope.clone(),
+        parent_id: Some(connection.id.clone()),
+        created_at: created,
+        doc: settings_json,
+        terms: vec![],
+    }));
+    batch.push(Write::Insert(event::record(scope, KIND, "created", &connection.id, &json, created)?));
+    store.commit(batch).await
+}
+
+/// The id of a connection's settings document.
+fn settings_id(connection_id: &str) -> String {
+    format!("{connection_id}.settings")
+}
+
+fn to_json(connection: &Connection) -> Result<String> {
+    serde_json::to_string(connection).map_err(|e| Error::internal(format!("connection: {e}")))
+}
+
+pub fn parse(stored: &StoredObject) -> Result<Connection> {
+    serde_json::from_str(&stored.doc).map_err(|e| Error::internal(format!("stored connection {}: {e}", stored.id)))
+}
+
+/// A connection's private settings document, as the bank layer stored it.
+pub async fn settings(store: &dyn Store, scope: &Scope, connection_id: &str) -> Result<Option<String>> {
+    Ok(store.get(SETTINGS_KIND, scope, &settings_id(connection_id)).await?.map(|s| s.doc))
+}
+
+/// The connection an internal account of the caller's tenant names (`connection_id`), staging a
+/// precondition that it still exists at commit; with none named, the built-in sandbox
+/// connection in sandbox mode, and a 422 in live mode, where money reaches a real bank.
+pub async fn for_account(ctx: &Ctx<'_>, batch: &mut WriteBatch, given: Option<&str>) -> Result<Connection> {
+    let builtin = internal_account::connection(ctx.scope, ctx.now);
+    match given {
+        None if ctx.scope.live_mode => {
+            Err(Error::invalid("connection_id", "connection_id is required in live mode: name a connection (payrail connections list)"))
+        }
+        None => Ok(builtin),
+        Some(id) if id == builtin.id && !ctx.scope.live_mode => Ok(builtin),
+        Some(id) => parse(&super::require(ctx, batch, KIND, id, "connection_id").await?),
+    }
+}
+
+/// `GET /api/connections`: the tenant's registered connections, newest first, and in sandbox
+/// mode its built-in connection last.
+pub async fn list(ctx: &Ctx<'_>, page: PageSpec) -> Result<ListedPage> {
+    let found = listing::fetch(ctx, KIND, Vec::new(), page).await?;
+    let mut docs: Vec<String> = found.items.into_iter().map(|o| o.doc).collect();
+    if found.next_seq.is_none() && !ctx.scope.live_mode {
+        docs.push(to_json(&internal_account::connection(ctx.scope, ctx.now))?);
+    }
+    Ok(ListedPage { json: listing::json_array(docs.iter().map(String::as_str)), next_seq: found.next_seq })
+}
+
+/// Every registered connection of every tenant, oldest first (the command line's list).
+pub async fn all(store: &dyn Store) -> Result<Vec<Registered>> {
+    let found = store.scan_due(KIND, REGISTERED_TERM, "9999", LIST_MAX).await?;
+    found.into_iter().map(|(scope, stored)| Ok(Registered { scope, connection: parse(&stored)? })).collect()
+}
+
+/// The registered connection `id`, in whichever tenant it belongs to.
+pub async fn find(store: &dyn Store, id: &str) -> Result<Option<Registered>> {
+    Ok(all(store).await?.into_iter().find(|r| r.connection.id == id))
+}
