@@ -424,6 +424,68 @@ on_both_stores! {
     }
 
     #[tokio::test]
+    async fn g1_versions_filter_by_version_range_and_created_at_as_the_sdks_send_them() {
+        let server = TestServer::start().await;
+        let key = server.key().await;
+        let ledger = ledger(&server, &key).await;
+        let (a, b) = (account(&server, &key, &ledger, "credit").await, account(&server, &key, &ledger, "debit").await);
+        let (_, txn) = transfer(&server, &key, vec![entry(&a, "credit", 5), entry(&b, "debit", 5)], "pending").await;
+        let id = txn["id"].as_str().unwrap();
+        for patch in [json!({"metadata": {"step": "one"}}), json!({"status": "posted"})] {
+            let (status, _) = json(server.patch(&format!("/api/ledger_transactions/{id}"), &key, &patch).send().await.unwrap()).await;
+            assert_eq!(status, 200);
+        }
+        let versions = |query: String| {
+            let (server, key) = (&server, &key);
+            async move {
+                let list = get(server, key, &format!("/api/ledger_transaction_versions?ledger_transaction_id={id}{query}")).await;
+                list.as_array().unwrap().iter().map(|v| v["version"].as_i64().unwrap()).collect::<Vec<_>>()
+            }
+        };
+        assert_eq!(versions(String::new()).await, [3, 2, 1]);
+        assert_eq!(versions("&version%5Bgte%5D=2".into()).await, [3, 2], "the SDKs send version[gte]");
+        assert_eq!(versions("&version%5Bgt%5D=1&version%5Blt%5D=3".into()).await, [2]);
+        assert_eq!(versions("&version%5Beq%5D=1".into()).await, [1]);
+        assert_eq!(versions("&version=3&version%5Blte%5D=3".into()).await, [3]);
+        assert_eq!(versions("&version%5Blt%5D=0".into()).await, Vec::<i64>::new());
+        assert_eq!(versions("&version%5Bgt%5D=3".into()).await, Vec::<i64>::new());
+        assert_eq!(versions("&created_at%5Blt%5D=2000-01-01".into()).await, Vec::<i64>::new());
+        assert_eq!(versions("&created_at%5Bgte%5D=2000-01-01+00%3A00%3A00%2B00%3A00".into()).await, [3, 2, 1]);
+        let of = get(&server, &key, &format!("/api/ledger_transactions/{id}/versions?version%5Blte%5D=1")).await;
+        assert_eq!(of.as_array().unwrap().len(), 1);
+        for bad in ["version%5Bgte%5D=two", "version%5Beq%5D=-1", "version=1.5"] {
+            let (status, body) = json(server.get(&format!("/api/ledger_transaction_versions?{bad}"), &key).send().await.unwrap()).await;
+            assert_error(status, &body, 422, "parameter_invalid");
+            assert!(body["errors"]["parameter"].as_str().unwrap().starts_with("version"), "{body}");
+        }
+    }
+
+    #[tokio::test]
+    async fn l1_g5_ledger_lists_read_sdk_encodings_and_refuse_an_order_they_cannot_keep() {
+        let server = TestServer::start().await;
+        let key = server.key().await;
+        let ledger = ledger(&server, &key).await;
+        let (a, b) = (account(&server, &key, &ledger, "credit").await, account(&server, &key, &ledger, "debit").await);
+        let body = json!({"status": "posted", "effective_at": "2026-03-10T12:00:00Z", "ledger_entries": [entry(&a, "credit", 1), entry(&b, "debit", 1)]});
+        let old = create(&server, &key, "/api/ledger_transactions", body).await;
+        let (_, new) = transfer(&server, &key, vec![entry(&a, "credit", 2), entry(&b, "debit", 2)], "posted").await;
+        let ids = |list: Value| list.as_array().unwrap().iter().map(|t| t["id"].as_str().unwrap().to_owned()).collect::<Vec<_>>();
+        // Python's SDK writes a datetime inside a filter dict as str(datetime): a space, not a T.
+        let base = format!("/api/ledger_transactions?ledger_id={ledger}");
+        let before = get(&server, &key, &format!("{base}&effective_at%5Blte%5D=2026-03-10+12%3A00%3A00%2B00%3A00")).await;
+        assert_eq!(ids(before), [old["id"].as_str().unwrap()]);
+        let after = get(&server, &key, &format!("{base}&effective_at%5Bgt%5D=2026-03-10+12%3A00%3A00.000001%2B00%3A00")).await;
+        assert_eq!(ids(after), [new["id"].as_str().unwrap()]);
+        let newest_first = get(&server, &key, &format!("{base}&order_by%5Bcreated_at%5D=desc")).await;
+        assert_eq!(ids(newest_first), [new["id"].as_str().unwrap(), old["id"].as_str().unwrap()], "L1: the default order, asked for");
+        for (path, order) in [("ledger_transactions", "order_by%5Beffective_at%5D=asc"), ("ledger_entries", "order_by%5Bcreated_at%5D=asc")] {
+            let (status, reply) = json(server.get(&format!("/api/{path}?{order}"), &key).send().await.unwrap()).await;
+            assert_error(status, &reply, 422, "parameter_invalid");
+            assert!(reply["errors"]["parameter"].as_str().unwrap().starts_with("order_by["), "{reply}");
+        }
+    }
+
+    #[tokio::test]
     async fn i4_a_retried_ledger_transaction_is_written_once() {
         let server = TestServer::start().await;
         let key = server.key().await;

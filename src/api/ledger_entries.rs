@@ -5,7 +5,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 
-use super::{ok_json, param, unsupported_filters};
+use super::{newest_first_only, ok_json, param, unsupported_filters};
 use crate::app::{AppState, WriteContext};
 use crate::domain::ledger::entries::{self, EntryFilter};
 use crate::domain::ledger::transactions::{EntryPatch, effective_filters, update_entry};
@@ -46,6 +46,7 @@ pub async fn retrieve(
 
 pub async fn list(State(state): State<AppState>, principal: Principal, paging: Paging, query: QueryParams) -> Result<Response, Error> {
     unsupported_filters(&query, UNSUPPORTED)?;
+    newest_first_only(&query)?;
     if query.get("show_deleted") == Some("true") {
         return Err(Error::invalid("show_deleted", "Payrail never deletes ledger entries; show_deleted is not supported"));
     }

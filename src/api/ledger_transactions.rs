@@ -5,13 +5,14 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 
-use super::{created_json, ok_json, param, unsupported_filters};
+use super::{created_json, newest_first_only, ok_json, param, time_filter, unsupported_filters};
 use crate::app::{AppState, WriteContext};
 use crate::domain::ledger::transactions::{self, ReversalInput, TransactionFilter, TransactionInput, TransactionPatch};
 use crate::error::Error;
 use crate::http::auth::Principal;
 use crate::http::extract::{JsonBody, PathId, QueryParams};
 use crate::http::pagination::Paging;
+use crate::store::Filter;
 
 /// Known filters Payrail does not serve yet: refused, never silently ignored.
 const UNSUPPORTED: &[&str] = &[
@@ -40,6 +41,7 @@ pub async fn retrieve(State(state): State<AppState>, principal: Principal, PathI
 
 pub async fn list(State(state): State<AppState>, principal: Principal, paging: Paging, query: QueryParams) -> Result<Response, Error> {
     unsupported_filters(&query, UNSUPPORTED)?;
+    newest_first_only(&query)?;
     let scope = principal.scope();
     let filter = TransactionFilter {
         ids: query.all("id"),
@@ -86,14 +88,25 @@ pub async fn versions_of(
     paging: Paging,
     query: QueryParams,
 ) -> Result<Response, Error> {
+    let filters = version_list_filters(&query)?;
     let scope = principal.scope();
-    Ok(paging.reply(transactions::versions(&state.ctx(&scope), Some(&id), query.get("version"), paging.spec).await?))
+    Ok(paging.reply(transactions::versions(&state.ctx(&scope), Some(&id), filters, paging.spec).await?))
 }
 
-/// `GET /api/ledger_transaction_versions?ledger_transaction_id=...`.
+/// `GET /api/ledger_transaction_versions?ledger_transaction_id=...` (the SDKs' `versions.list`).
 pub async fn versions(State(state): State<AppState>, principal: Principal, paging: Paging, query: QueryParams) -> Result<Response, Error> {
-    unsupported_filters(&query, &["created_at", "ledger_account_statement_id"])?;
+    let filters = version_list_filters(&query)?;
     let scope = principal.scope();
     let id = param(&query, "ledger_transaction_id");
-    Ok(paging.reply(transactions::versions(&state.ctx(&scope), id.as_deref(), query.get("version"), paging.spec).await?))
+    Ok(paging.reply(transactions::versions(&state.ctx(&scope), id.as_deref(), filters, paging.spec).await?))
+}
+
+/// The filters both versions lists take: `version[...]` ranges and `created_at[...]`.
+fn version_list_filters(query: &QueryParams) -> Result<Vec<Filter>, Error> {
+    unsupported_filters(query, &["ledger_account_statement_id"])?;
+    let mut filters = transactions::version_filters(|name| query.get(name))?;
+    let (created_from, created_to) = time_filter(query, "created_at")?;
+    filters.extend(created_from.map(Filter::CreatedFrom));
+    filters.extend(created_to.map(Filter::CreatedTo));
+    Ok(filters)
 }

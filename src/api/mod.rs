@@ -109,6 +109,24 @@ fn unsupported_filters(query: &QueryParams, names: &[&str]) -> Result<(), crate:
     Ok(())
 }
 
+/// Lists come newest first (by creation), which is MT's default order: `order_by[created_at]=desc`
+/// says just that and is accepted; any other `order_by[...]` (MT's `effective_at`, or
+/// ascending) is refused with a 422 naming it rather than answered in an order not asked for.
+fn newest_first_only(query: &QueryParams) -> Result<(), crate::error::Error> {
+    for (key, value) in &query.0 {
+        if key == "order_by[created_at]" && value == "desc" {
+            continue;
+        }
+        if key == "order_by" || key.starts_with("order_by[") {
+            return Err(crate::error::Error::invalid(
+                key.clone(),
+                format!("Payrail lists newest first only (order_by[created_at]=desc); {key}={value} is not supported yet"),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// MT's `name[gt|gte|lt|lte|eq]=...` time filters as an inclusive range.
 fn time_filter(query: &QueryParams, name: &str) -> Result<(Option<Timestamp>, Option<Timestamp>), crate::error::Error> {
     let bound = |op: &str, upper: bool| time_bound(&format!("{name}[{op}]"), query.get(&format!("{name}[{op}]")), upper);

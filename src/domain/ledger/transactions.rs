@@ -703,19 +703,52 @@ async fn reversal_of(ctx: &Ctx<'_>, original: &LedgerTransaction, input: &Revers
     build(head, plans, &accounts)
 }
 
-/// The versions of transaction `id` (or of every transaction, with `None`), newest first.
-pub async fn versions(ctx: &Ctx<'_>, id: Option<&str>, version: Option<&str>, page: PageSpec) -> Result<ListedPage> {
+/// The versions of transaction `id` (or of every transaction, with `None`) that `filters`
+/// (from [`version_filters`] and creation times) keep, newest first.
+pub async fn versions(ctx: &Ctx<'_>, id: Option<&str>, filters: Vec<Filter>, page: PageSpec) -> Result<ListedPage> {
     if let Some(id) = id
         && ctx.store.get(KIND, ctx.scope, id).await?.is_none()
     {
         return Err(Error::not_found("ledger transaction"));
     }
-    let version = version
-        .map(|v| v.parse::<i64>().map(|v| format!("{v:020}")).map_err(|_| Error::invalid("version", "version must be a whole number")))
-        .transpose()?;
-    let filters: Vec<Filter> =
-        [listing::eq("ledger_transaction_id", id), listing::eq("version", version.as_deref())].into_iter().flatten().collect();
-    listing::stored_page(ctx, VERSION_KIND, filters, page).await
+    let mut all: Vec<Filter> = listing::eq("ledger_transaction_id", id).into_iter().collect();
+    all.extend(filters);
+    listing::stored_page(ctx, VERSION_KIND, all, page).await
+}
+
+/// Version filters of a versions list as the SDKs send them (`version[gte]=2`, `version[eq]=1`,
+/// and a bare `version=1` for equality), as one inclusive range on the zero-padded `version`
+/// term; a range that holds no version matches nothing.
+pub fn version_filters<'a>(get: impl Fn(&str) -> Option<&'a str>) -> Result<Vec<Filter>> {
+    let (mut from, mut to) = (0i128, i128::from(i64::MAX));
+    for op in ["", "[eq]", "[gt]", "[gte]", "[lt]", "[lte]"] {
+        let name = format!("version{op}");
+        let Some(text) = get(&name).filter(|t| !t.is_empty()) else { continue };
+        let v = text
+            .parse::<i64>()
+            .ok()
+            .filter(|v| *v >= 0)
+            .map(i128::from)
+            .ok_or_else(|| Error::invalid(&name, format!("{name} must be a whole number, 0 or more")))?;
+        match op {
+            "[gt]" => from = from.max(v + 1),
+            "[gte]" => from = from.max(v),
+            "[lt]" => to = to.min(v - 1),
+            "[lte]" => to = to.min(v),
+            _ => (from, to) = (from.max(v), to.min(v)),
+        }
+    }
+    if from > to {
+        return Ok(vec![Filter::IdIn(vec![])]);
+    }
+    let mut out = Vec::new();
+    if from > 0 {
+        out.push(Filter::AtLeast { name: "version".into(), value: format!("{from:020}") });
+    }
+    if to < i128::from(i64::MAX) {
+        out.push(Filter::AtMost { name: "version".into(), value: format!("{to:020}") });
+    }
+    Ok(out)
 }
 
 /// Stages the replacement of `entry`'s copy inside its transaction; the transaction's ledger.
