@@ -207,7 +207,11 @@ pub fn date_of(at: Timestamp) -> String {
 /// Effective times Payrail keeps: years 1 to 9999, so their text sorts as the instants do
 /// (lists filter on it).
 pub fn effective_at(param: &str, text: &str) -> Result<Timestamp> {
-    let at = Timestamp::parse_rfc3339(text).ok_or_else(|| Error::invalid(param, format!("{param} must be an RFC 3339 date-time")))?;
+    // A date-time without an offset is read as UTC, as the list filters and `balances[...]` read
+    // it (`datetime.utcnow()` in Python sends one).
+    let at = Timestamp::parse_rfc3339(text)
+        .or_else(|| Timestamp::parse_rfc3339(&format!("{text}Z")))
+        .ok_or_else(|| Error::invalid(param, format!("{param} must be an RFC 3339 date-time")))?;
     let first = Timestamp::parse_rfc3339("0001-01-01T00:00:00Z").expect("a valid instant");
     let last = Timestamp::parse_rfc3339("9999-12-31T23:59:59.999999Z").expect("a valid instant");
     if at < first || at > last {
@@ -249,5 +253,12 @@ mod tests {
         };
         assert!(BalanceQuery::parse(both).is_err());
         assert!(BalanceQuery::parse(|_| None).unwrap().is_current());
+    }
+
+    #[test]
+    fn g5_effective_times_without_offset_are_utc() {
+        assert_eq!(effective_at("e", "2026-03-10T12:00:00").unwrap(), effective_at("e", "2026-03-10T12:00:00Z").unwrap());
+        assert_eq!(effective_at("e", "2026-03-10 12:00:00").unwrap(), effective_at("e", "2026-03-10T12:00:00+00:00").unwrap());
+        assert!(effective_at("e", "yesterday").is_err());
     }
 }
