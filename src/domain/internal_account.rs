@@ -240,6 +240,7 @@ impl InternalAccount {
     fn terms(&self) -> Vec<Term> {
         let mut terms: Vec<Term> = listing::metadata_terms(&self.metadata).collect();
         terms.push(Term::new("currency", self.currency.code()));
+        terms.push(Term::new("connection_id", &self.connection.id));
         terms.extend(self.status.as_ref().map(|s| Term::new("status", s)));
         terms.extend(self.counterparty_id.as_ref().map(|id| Term::new("counterparty_id", id)));
         terms.extend(self.external_id.as_ref().map(|id| Term::new("external_id", id)));
