@@ -157,7 +157,7 @@ pub async fn launch(config: Config, listener: TcpListener, shutdown: impl Future
         tracing::info!(endpoints = sealed.resealed, "sealed webhook secrets that were stored plain");
     }
     let config = Arc::new(config);
-    let state = app::AppState::serving(store.clone(), secrets.clone(), config.clone());
+    let state = app::AppState::serving(store.clone(), secrets.clone(), config.clone(), Some(Arc::new(bank::rails::BankRails)));
     let (tls, cert_path) = if config.plain_http {
         tracing::warn!("serving plain HTTP: only do this behind a proxy that terminates TLS (SPEC T3)");
         (None, None)

@@ -456,3 +456,47 @@ async fn l2_payment_order_list_filters() {
     assert_eq!(body["errors"]["parameter"], "status");
 }
 }
+
+on_both_stores! {
+/// SPEC B3: an order its rail cannot carry is refused when it is created, naming the field,
+/// never found out at cut-off; what the rail can carry is accepted.
+#[tokio::test]
+async fn b3_an_order_its_rail_cannot_carry_is_refused_at_creation() {
+    let server = frozen_bank().await;
+    let key = server.key().await;
+    let usd = internal_account(&server, &key, "USD").await;
+    let eur = internal_account(&server, &key, "EUR").await;
+    let (_, us_account) = counterparty(&server, &key).await;
+    let body = json!({"name": "Lieferant", "accounts": [{
+        "account_details": [{"account_number": "DE89370400440532013000", "account_number_type": "iban"}],
+        "routing_details": [{"routing_number": "COBADEFFXXX", "routing_number_type": "swift"}]
+    }]});
+    let (status, de) = json(server.post("/api/counterparties", &key, &body).send().await.unwrap()).await;
+    assert_eq!(status, 201, "{de}");
+    let de_account = de["accounts"][0]["id"].as_str().unwrap().to_owned();
+    let with = |kind: &str, from: &str, to: &str, extra: Value| {
+        let mut order = json!({"type": kind, "amount": 1000, "direction": "credit", "originating_account_id": from, "receiving_account_id": to});
+        for (k, v) in extra.as_object().unwrap() {
+            order[k] = v.clone();
+        }
+        order
+    };
+    let refused = [
+        (with("ach", &eur, &us_account, json!({})), "currency"),
+        (with("ach", &usd, &us_account, json!({"subtype": "IAT"})), "subtype"),
+        (with("ach", &usd, &us_account, json!({"remittance_information": "x".repeat(81)})), "remittance_information"),
+        (with("sepa", &usd, &de_account, json!({})), "currency"),
+        (with("sepa", &eur, &us_account, json!({})), "receiving_account_id.account_details"),
+        (with("rtp", &eur, &us_account, json!({})), "currency"),
+    ];
+    for (order, parameter) in refused {
+        let (status, body) = json(server.post("/api/payment_orders", &key, &order).send().await.unwrap()).await;
+        assert_eq!(status, 422, "{order}: {body}");
+        assert!(body["errors"]["parameter"].as_str().unwrap().starts_with(parameter), "{order}: {body}");
+    }
+    for order in [with("ach", &usd, &us_account, json!({})), with("sepa", &eur, &de_account, json!({})), with("wire", &usd, &us_account, json!({}))] {
+        let (status, body) = json(server.post("/api/payment_orders", &key, &order).send().await.unwrap()).await;
+        assert_eq!(status, 201, "{order}: {body}");
+    }
+}
+}

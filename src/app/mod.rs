@@ -14,6 +14,7 @@ use crate::base::secret_box::SecretBox;
 use crate::config::Config;
 use crate::domain::Ctx;
 use crate::domain::api_key::Scope;
+use crate::domain::payment_order::rails::RailRules;
 use crate::domain::time::Clock;
 use crate::store::Store;
 
@@ -35,12 +36,15 @@ pub struct Shared {
     /// Seals list cursors (SPEC L6): derived from the key pepper, so every instance on one
     /// database shares it with nothing new stored.
     pub list_cursor_key: DerivedKey,
+    /// The rails' creation-time rules (SPEC B3), from the bank layer.
+    pub rails: Option<Arc<dyn RailRules>>,
 }
 
 impl AppState {
     /// The state a server runs with: its clock and rate limits come from its configuration.
-    pub fn serving(store: Arc<dyn Store>, secrets: Arc<SecretBox>, config: Arc<Config>) -> Self {
+    pub fn serving(store: Arc<dyn Store>, secrets: Arc<SecretBox>, config: Arc<Config>, rails: Option<Arc<dyn RailRules>>) -> Self {
         AppState(Arc::new(Shared {
+            rails,
             secrets,
             clock: config.clock.clone(),
             metrics: Arc::default(),
@@ -53,7 +57,7 @@ impl AppState {
 
     /// The domain's view of a request: store, tenant, and the time it runs at.
     pub fn ctx<'a>(&'a self, scope: &'a Scope) -> Ctx<'a> {
-        Ctx { store: self.store.as_ref(), secrets: &self.secrets, scope, now: self.clock.now() }
+        Ctx { store: self.store.as_ref(), rails: self.rails.as_deref(), secrets: &self.secrets, scope, now: self.clock.now() }
     }
 }
 

@@ -40,7 +40,7 @@ pub struct AchOrder<'a> {
     pub currency: Currency,
     pub routing_number: &'a str,
     pub account_number: &'a str,
-    /// `checking` (the default) or `savings`.
+    /// `checking` (the default, also for MT's `other`) or `savings`.
     pub account_type: Option<&'a str>,
     pub party_name: Option<&'a str>,
     /// `business` or `individual`.
@@ -92,7 +92,8 @@ fn sec_code(order: &AchOrder<'_>) -> Result<SecCode> {
 
 fn account_type(text: Option<&str>) -> Result<AccountType> {
     match text {
-        None | Some("checking") => Ok(AccountType::Checking),
+        // MT's default account type is `other`; ACH carries it as a checking account, as banks do.
+        None | Some("checking") | Some("other") => Ok(AccountType::Checking),
         Some("savings") => Ok(AccountType::Savings),
         Some(other) => {
             Err(Error::invalid("receiving_account.account_type", format!("ach reaches checking or savings accounts (got {other})")))

@@ -7,6 +7,7 @@
 //! - `ach`: what an ACH payment order must carry, checked at creation ([`ach::validate_order_for_ach`])
 //!   and turned into an entry at cut-off.
 //!
+//! - `rails`: the rails' rules at order creation, as the domain asks for them (B3).
 //! - `connection`: registering a bank connection from its TOML config (B1).
 //!
 //! Cut-offs (B2), transports and the file records (B6) come next and sit on these.
@@ -15,3 +16,4 @@ pub mod ach;
 pub mod calendar;
 pub mod connection;
 pub mod formats;
+pub mod rails;

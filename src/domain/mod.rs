@@ -51,6 +51,8 @@ pub trait Commit: Send + Sync {
 /// time it runs at.
 pub struct Ctx<'a> {
     pub store: &'a dyn Store,
+    /// The rails' creation-time rules (SPEC B3), where the application wired them in.
+    pub rails: Option<&'a dyn payment_order::rails::RailRules>,
     /// Seals and opens secrets at rest (webhook signing secrets).
     pub secrets: &'a secret_box::SecretBox,
     pub scope: &'a Scope,

@@ -341,7 +341,7 @@ pub async fn create_for(
 ) -> Result<String> {
     super::api_key::validate_org_id(org)?;
     let scope = Scope { organization_id: org.to_owned(), live_mode: mode.is_live() };
-    let ctx = Ctx { store, secrets, scope: &scope, now };
+    let ctx = Ctx { store, rails: None, secrets, scope: &scope, now };
     create(&ctx, &DirectCommit(store), input, rules).await
 }
 
@@ -380,7 +380,7 @@ pub async fn list_all(store: &dyn Store) -> Result<Vec<EndpointSummary>> {
 pub async fn delete_by_id(store: &dyn Store, secrets: &SecretBox, now: Timestamp, id: &str) -> Result<EndpointSummary> {
     let found = list_all(store).await?.into_iter().find(|e| e.id == id).ok_or_else(|| Error::not_found("webhook endpoint"))?;
     let scope = Scope { organization_id: found.organization_id.clone(), live_mode: found.live_mode };
-    let ctx = Ctx { store, secrets, scope: &scope, now };
+    let ctx = Ctx { store, rails: None, secrets, scope: &scope, now };
     delete(&ctx, &DirectCommit(store), id).await?;
     Ok(found)
 }

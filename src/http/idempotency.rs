@@ -387,6 +387,7 @@ mod tests {
             store,
             Arc::new(crate::base::secret_box::SecretBox::from_keys(&[crate::base::secret_box::generate_key()])),
             Arc::new(config),
+            None,
         );
         let stalls = axum::routing::post(|| async {
             tokio::time::sleep(Duration::from_secs(30)).await;

@@ -10,6 +10,7 @@
 
 pub mod bank;
 pub mod ops;
+pub mod rails;
 pub mod status;
 
 use serde::{Deserialize, Serialize};

@@ -5,6 +5,7 @@
 use time::Date;
 use time::macros::format_description;
 
+use super::rails::ReceivingParty;
 use super::status::{Actor, Status};
 use super::{
     CHARGE_BEARERS, FX_INDICATORS, KIND, PartyAddress, PaymentOrder, PaymentOrderInput, PaymentOrderPatch, RECONCILIATION_STATUSES,
@@ -101,6 +102,25 @@ struct Receiving {
     id: Id,
     account_type: &'static str,
     counterparty_id: Option<Id>,
+    /// The external account as its rail sees it (SPEC B3); none for a book transfer.
+    party: Option<ReceivingParty>,
+}
+
+/// An external account as the rails' creation-time rules see it.
+fn party_of(account: &external_account::ExternalAccount, field: &'static str) -> ReceivingParty {
+    ReceivingParty {
+        field,
+        account_type: Some(account.account_type.clone()),
+        party_name: Some(account.party_name.clone()).filter(|n| !n.is_empty()),
+        party_type: account.party_type.clone(),
+        party_address: account.party_address.clone(),
+        account_details: account
+            .account_details
+            .iter()
+            .filter_map(|d| Some((d.account_number_type.clone(), d.account_number.clone()?)))
+            .collect(),
+        routing_details: account.routing_details.iter().map(|d| (d.routing_number_type.clone(), d.routing_number.clone())).collect(),
+    }
 }
 
 /// Where the money goes, and the counterparty the order is linked to (SPEC E2). A
@@ -143,7 +163,8 @@ async fn receiving_inline(
     let owner_id = owner.as_ref().map(|o| o.id.clone());
     let account = inline.build("receiving_account", owner_id.clone(), owner.as_ref().and_then(|o| o.name.as_deref()), stamp)?;
     external_account::stage_create(batch, ctx, &account)?;
-    Ok(Receiving { id: Id::stored(account.id), account_type: external_account::KIND, counterparty_id: owner_id.map(Id::stored) })
+    let party = Some(party_of(&account, "receiving_account"));
+    Ok(Receiving { id: Id::stored(account.id), account_type: external_account::KIND, counterparty_id: owner_id.map(Id::stored), party })
 }
 
 /// An existing account: one of the caller's external accounts, or for a book transfer one of its
@@ -153,22 +174,22 @@ async fn receiving_inline(
 /// "does not name an existing account"; once the store found it, it is an [`Id`], kept as given.
 async fn receiving_by_id(ctx: &Ctx<'_>, batch: &mut WriteBatch, id: &str, payment_type: PaymentType) -> Result<Receiving> {
     if let Some(found) = ctx.store.get(external_account::KIND, ctx.scope, id).await? {
-        let counterparty_id = external_account_counterparty(&found)?.map(Id::stored);
+        let account = parse_external(&found)?;
+        let counterparty_id = account.counterparty_id.clone().map(Id::stored);
         require(batch, ctx, external_account::KIND, id, "receiving_account_id");
-        return Ok(Receiving { id: Id::stored(id), account_type: external_account::KIND, counterparty_id });
+        let party = Some(party_of(&account, "receiving_account_id"));
+        return Ok(Receiving { id: Id::stored(id), account_type: external_account::KIND, counterparty_id, party });
     }
     // Book transfers move money between the organization's own accounts.
     if payment_type == PaymentType::Book && ctx.store.get(internal_account::KIND, ctx.scope, id).await?.is_some() {
         require(batch, ctx, internal_account::KIND, id, "receiving_account_id");
-        return Ok(Receiving { id: Id::stored(id), account_type: internal_account::KIND, counterparty_id: None });
+        return Ok(Receiving { id: Id::stored(id), account_type: internal_account::KIND, counterparty_id: None, party: None });
     }
     Err(Error::invalid("receiving_account_id", "receiving_account_id does not name an existing account"))
 }
 
-fn external_account_counterparty(found: &StoredObject) -> Result<Option<String>> {
-    let account: external_account::ExternalAccount =
-        serde_json::from_str(&found.doc).map_err(|e| Error::internal(format!("stored external account: {e}")))?;
-    Ok(account.counterparty_id)
+fn parse_external(found: &StoredObject) -> Result<external_account::ExternalAccount> {
+    serde_json::from_str(&found.doc).map_err(|e| Error::internal(format!("stored external account: {e}")))
 }
 
 fn require(batch: &mut WriteBatch, ctx: &Ctx<'_>, kind: &'static str, id: &str, parameter: &str) {
@@ -217,7 +238,11 @@ pub async fn create(ctx: &Ctx<'_>, commit: &dyn Commit, input: &PaymentOrderInpu
     require(&mut batch, ctx, internal_account::KIND, originating_id.as_str(), "originating_account_id");
     let currency = order_currency(input.currency.as_deref(), originating.currency)?;
     let receiving = receiving(ctx, &mut batch, input, payment_type).await?;
+    let party = receiving.party.clone();
     let mut order = build(ctx, input, Built { payment_type, total, direction, originating_id, currency, receiving })?;
+    if let (Some(rails), Some(party)) = (ctx.rails, &party) {
+        rails.check(&order, party, &originating)?;
+    }
     if let Some(given) = &input.ledger_transaction {
         order.ledger_transaction_id = Some(ledger_transactions::stage_for_order(ctx, &mut batch, given, order.id.as_str()).await?);
     }
