@@ -123,6 +123,26 @@ async fn amounts(server: &TestServer, key: &Key, account: &str, query: &str) -> 
     (amount("pending_balance"), amount("posted_balance"), amount("available_balance"))
 }
 
+/// What a payment order with a ledger transaction needs: (cash, payable) ledger accounts, an
+/// internal account to pay from and an external account to pay to.
+async fn order_books(server: &TestServer, key: &Key) -> (String, String, String, String) {
+    let ledger = ledger(server, key).await;
+    let (cash, payable) = (account(server, key, &ledger, "debit").await, account(server, key, &ledger, "credit").await);
+    let internal = create(server, key, "/api/internal_accounts", json!({"name": "Operating", "currency": "USD"})).await;
+    let cp = create(
+        server,
+        key,
+        "/api/counterparties",
+        json!({"name": "Vendor", "accounts": [{
+            "account_details": [{"account_number": "123456789"}],
+            "routing_details": [{"routing_number": "121141822", "routing_number_type": "aba"}]
+        }]}),
+    )
+    .await;
+    let id = |v: &Value| v.as_str().unwrap().to_owned();
+    (cash, payable, id(&internal["id"]), id(&cp["accounts"][0]["id"]))
+}
+
 async fn wait_for_ledger_status(server: &TestServer, key: &Key, id: &str, status: &str) -> Value {
     for _ in 0..200 {
         let txn = get(server, key, &format!("/api/ledger_transactions/{id}")).await;
@@ -532,16 +552,10 @@ on_both_stores! {
     async fn g7_an_order_s_ledger_transaction_follows_the_order() {
         let server = TestServer::start_with(|c| c.sandbox_step_ms = 0).await;
         let key = server.key().await;
-        let ledger = ledger(&server, &key).await;
-        let (cash, payable) = (account(&server, &key, &ledger, "debit").await, account(&server, &key, &ledger, "credit").await);
-        let internal = create(&server, &key, "/api/internal_accounts", json!({"name": "Operating", "currency": "USD"})).await;
-        let cp = create(&server, &key, "/api/counterparties", json!({"name": "Vendor", "accounts": [{
-            "account_details": [{"account_number": "123456789"}],
-            "routing_details": [{"routing_number": "121141822", "routing_number_type": "aba"}]
-        }]})).await;
+        let (cash, payable, internal, receiving) = order_books(&server, &key).await;
         let order = |amount: i64| json!({
             "type": "ach", "amount": amount, "direction": "credit",
-            "originating_account_id": internal["id"], "receiving_account_id": cp["accounts"][0]["id"],
+            "originating_account_id": internal, "receiving_account_id": receiving,
             "ledger_transaction": {"description": "payout", "ledger_entries": [entry(&payable, "debit", amount), entry(&cash, "credit", amount)]}
         });
         // Completed: pending while in flight, then posted.
@@ -583,16 +597,10 @@ on_both_stores! {
     async fn g7_an_invalid_inline_transaction_refuses_the_order() {
         let server = TestServer::start_with(|c| c.sandbox_step_ms = 3_600_000).await;
         let key = server.key().await;
-        let ledger = ledger(&server, &key).await;
-        let (cash, payable) = (account(&server, &key, &ledger, "debit").await, account(&server, &key, &ledger, "credit").await);
-        let internal = create(&server, &key, "/api/internal_accounts", json!({"name": "Operating", "currency": "USD"})).await;
-        let cp = create(&server, &key, "/api/counterparties", json!({"name": "Vendor", "accounts": [{
-            "account_details": [{"account_number": "123456789"}],
-            "routing_details": [{"routing_number": "121141822", "routing_number_type": "aba"}]
-        }]})).await;
+        let (cash, payable, internal, receiving) = order_books(&server, &key).await;
         let with = |ledger_transaction: Value| json!({
             "type": "ach", "amount": 100, "direction": "credit",
-            "originating_account_id": internal["id"], "receiving_account_id": cp["accounts"][0]["id"],
+            "originating_account_id": internal, "receiving_account_id": receiving,
             "ledger_transaction": ledger_transaction
         });
         let mut stale = entry(&payable, "debit", 100);
