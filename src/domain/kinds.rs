@@ -16,3 +16,5 @@ pub const LEDGER_ACCOUNT: &str = "ledger_account";
 pub const LEDGER_TRANSACTION: &str = "ledger_transaction";
 pub const LEDGER_TRANSACTION_VERSION: &str = "ledger_transaction_version";
 pub const LEDGER_ENTRY: &str = "ledger_entry";
+pub const LEDGER_ACCOUNT_BALANCE_MONITOR: &str = "ledger_account_balance_monitor";
+pub const LEDGER_ACCOUNT_SETTLEMENT: &str = "ledger_account_settlement";
