@@ -13,6 +13,7 @@ pub mod config;
 pub mod domain;
 pub mod error;
 pub mod http;
+pub mod ledger_monitor;
 pub mod sandbox;
 pub mod store;
 pub mod webhooks;
@@ -174,6 +175,7 @@ pub async fn launch(config: Config, listener: TcpListener, shutdown: impl Future
     let admin_addr = start_admin(&config, state.clone(), stop_rx.clone()).await?;
     tokio::spawn(purge_replies(state.clone(), stop_rx.clone()));
     tokio::spawn(sandbox::run(state.clone(), stop_rx.clone()));
+    tokio::spawn(ledger_monitor::run(state.clone(), stop_rx.clone()));
     let webhook_worker = tokio::spawn(webhooks::run(state.clone(), stop_rx.clone()));
     let local_addr = listener.local_addr()?;
     let options = ListenerOptions {

@@ -3,7 +3,7 @@
 //!
 //! Layers, bottom up: `error`; `base` (instants, tenancy, key records); `store` (SQL); `domain`
 //! (rules); `config`; `app` (state and commit machinery); `http` (transport), `api` (handlers),
-//! and the workers `webhooks`, `sandbox` and `bank` (bank files and their transport). `lib.rs` joins them and `main.rs` is the CLI; both
+//! and the workers `webhooks`, `sandbox`, `ledger_monitor` (balance monitor crossings) and `bank` (bank files and their transport). `lib.rs` joins them and `main.rs` is the CLI; both
 //! may import anything. A file's imports are read from its `crate::` and `super::` paths (one
 //! level of `{...}` groups expanded); its `#[cfg(test)] mod tests` is left out, since tests may
 //! reach across layers to build fixtures.
@@ -23,6 +23,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("api", &["app", "base", "config", "domain", "error", "http", "store"]),
     ("webhooks", &["app", "base", "config", "domain", "error", "store"]),
     ("sandbox", &["app", "base", "config", "domain", "error", "store"]),
+    ("ledger_monitor", &["app", "base", "config", "domain", "error", "store"]),
     ("bank", &["app", "base", "config", "domain", "error", "store"]),
 ];
 

@@ -17,7 +17,6 @@ use crate::http::pagination::Paging;
 /// Known filters Payrail does not serve yet: refused, never silently ignored.
 const UNSUPPORTED: &[&str] = &[
     "ledger_account_payout_id",
-    "ledger_account_settlement_id",
     "updated_at",
     "as_of_lock_version",
     "ledger_account_lock_version",
@@ -60,6 +59,7 @@ pub async fn list(State(state): State<AppState>, principal: Principal, paging: P
         effective: effective_filters(|name| query.get(name))?,
         metadata: query.metadata(),
         show_balances: show_balances(&query)?,
+        ledger_account_settlement_id: param(&query, "ledger_account_settlement_id"),
     };
     Ok(paging.reply(entries::list(&state.ctx(&scope), &filter, paging.spec).await?))
 }

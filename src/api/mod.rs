@@ -6,6 +6,8 @@ mod counterparties;
 mod events;
 mod external_accounts;
 mod internal_accounts;
+mod ledger_account_balance_monitors;
+mod ledger_account_settlements;
 mod ledger_accounts;
 mod ledger_entries;
 mod ledger_transactions;
@@ -49,6 +51,22 @@ pub fn routes() -> Router<AppState> {
         .route("/api/ledgers/{id}", get(ledgers::retrieve).patch(ledgers::update).delete(ledgers::delete))
         .route("/api/ledger_accounts", get(ledger_accounts::list).post(ledger_accounts::create))
         .route("/api/ledger_accounts/{id}", get(ledger_accounts::retrieve).patch(ledger_accounts::update).delete(ledger_accounts::delete))
+        .route(
+            "/api/ledger_account_balance_monitors",
+            get(ledger_account_balance_monitors::list).post(ledger_account_balance_monitors::create),
+        )
+        .route(
+            "/api/ledger_account_balance_monitors/{id}",
+            get(ledger_account_balance_monitors::retrieve)
+                .patch(ledger_account_balance_monitors::update)
+                .delete(ledger_account_balance_monitors::delete),
+        )
+        .route("/api/ledger_account_settlements", get(ledger_account_settlements::list).post(ledger_account_settlements::create))
+        .route("/api/ledger_account_settlements/{id}", get(ledger_account_settlements::retrieve).patch(ledger_account_settlements::update))
+        .route(
+            "/api/ledger_account_settlements/{id}/ledger_entries",
+            axum::routing::patch(ledger_account_settlements::change_entries).delete(ledger_account_settlements::change_entries),
+        )
         .route("/api/ledger_transactions", get(ledger_transactions::list).post(ledger_transactions::create))
         .route("/api/ledger_transactions/{id}", get(ledger_transactions::retrieve).patch(ledger_transactions::update))
         .route("/api/ledger_transactions/{id}/reversal", axum::routing::post(ledger_transactions::reversal))

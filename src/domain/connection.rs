@@ -8,10 +8,13 @@
 //! business; the domain keeps them as an opaque document.
 //!
 //! Every sandbox organization also has a built-in sandbox connection (its id derived from the
-//! tenant, see `internal_account::connection`), used when an internal account names none.
+//! tenant, see [`builtin`]), used when an internal account names none.
 
 use super::api_key::Scope;
-use super::internal_account::{self, Connection};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use utoipa::ToSchema;
+
 use super::listing::{self, ListedPage, PageSpec};
 use super::time::Timestamp;
 use super::{Ctx, event};
@@ -23,8 +26,42 @@ pub const SETTINGS_KIND: &str = super::kinds::CONNECTION_SETTINGS;
 /// The term every registered connection carries, so the command line can list them in every
 /// tenant (`Store::scan_due`).
 const REGISTERED_TERM: &str = "registered_at";
+/// The built-in sandbox connection's bank (`vendor_name`).
+pub const SANDBOX_BANK_NAME: &str = "Payrail Sandbox Bank";
 /// Connections `payrail connections list` shows at most.
 pub const LIST_MAX: usize = 10_000;
+
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[schema(as = connection)]
+pub struct Connection {
+    pub id: String,
+    pub object: String,
+    pub live_mode: bool,
+    pub vendor_id: String,
+    pub vendor_name: String,
+    pub vendor_customer_id: Option<String>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub discarded_at: Option<Timestamp>,
+}
+
+/// The tenant's built-in sandbox connection; its id is the same every time it is asked for.
+pub fn builtin(scope: &Scope, created_at: Timestamp) -> Connection {
+    let digest = Sha256::digest(format!("payrail-connection:{}:{}", scope.organization_id, scope.live_mode));
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    Connection {
+        id: uuid::Builder::from_random_bytes(bytes).into_uuid().to_string(),
+        object: "connection".into(),
+        live_mode: scope.live_mode,
+        vendor_id: "payrail".into(),
+        vendor_name: SANDBOX_BANK_NAME.into(),
+        vendor_customer_id: None,
+        created_at,
+        updated_at: created_at,
+        discarded_at: None,
+    }
+}
 
 /// A connection's public record and where it belongs.
 #[derive(Debug, Clone)]
@@ -97,7 +134,7 @@ pub async fn settings(store: &dyn Store, scope: &Scope, connection_id: &str) -> 
 /// precondition that it still exists at commit; with none named, the built-in sandbox
 /// connection in sandbox mode, and a 422 in live mode, where money reaches a real bank.
 pub async fn for_account(ctx: &Ctx<'_>, batch: &mut WriteBatch, given: Option<&str>) -> Result<Connection> {
-    let builtin = internal_account::connection(ctx.scope, ctx.now);
+    let builtin = builtin(ctx.scope, ctx.now);
     match given {
         None if ctx.scope.live_mode => {
             Err(Error::invalid("connection_id", "connection_id is required in live mode: name a connection (payrail connections list)"))
@@ -114,7 +151,7 @@ pub async fn list(ctx: &Ctx<'_>, page: PageSpec) -> Result<ListedPage> {
     let found = listing::fetch(ctx, KIND, Vec::new(), page).await?;
     let mut docs: Vec<String> = found.items.into_iter().map(|o| o.doc).collect();
     if found.next_seq.is_none() && !ctx.scope.live_mode {
-        docs.push(to_json(&internal_account::connection(ctx.scope, ctx.now))?);
+        docs.push(to_json(&builtin(ctx.scope, ctx.now))?);
     }
     Ok(ListedPage { json: listing::json_array(docs.iter().map(String::as_str)), next_seq: found.next_seq })
 }

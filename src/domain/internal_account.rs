@@ -11,13 +11,13 @@
 
 use rand::Rng;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use utoipa::ToSchema;
 
 use super::api_key::Scope;
 use super::common::{
     AccountDetail, Address, AddressInput, PARTY_TYPES, RoutingDetail, Stamp, account_detail, new_id, nullable, routing_detail,
 };
+use super::connection::Connection;
 use super::enums::{Direction, PaymentType};
 use super::listing::{self, ListedPage, PageSpec};
 use super::money::Currency;
@@ -31,21 +31,7 @@ pub const KIND: &str = super::kinds::INTERNAL_ACCOUNT;
 pub use super::enums::{INTERNAL_ACCOUNT_CLIENT_STATUSES as CLIENT_STATUSES, INTERNAL_ACCOUNT_STATUSES as STATUSES};
 /// Routing number of Payrail's simulated bank: ABA-valid, in a Federal Reserve district range.
 pub const SANDBOX_ROUTING_NUMBER: &str = "110000000";
-pub const SANDBOX_BANK_NAME: &str = "Payrail Sandbox Bank";
-
-#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
-#[schema(as = connection)]
-pub struct Connection {
-    pub id: String,
-    pub object: String,
-    pub live_mode: bool,
-    pub vendor_id: String,
-    pub vendor_name: String,
-    pub vendor_customer_id: Option<String>,
-    pub created_at: Timestamp,
-    pub updated_at: Timestamp,
-    pub discarded_at: Option<Timestamp>,
-}
+pub use super::connection::SANDBOX_BANK_NAME;
 
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[schema(as = account_capability)]
@@ -159,24 +145,6 @@ pub struct InternalAccountPatch {
     pub ledger_account_id: Option<String>,
     #[schema(ignore)]
     pub contra_ledger_account_id: Option<String>,
-}
-
-/// The tenant's built-in sandbox connection; its id is the same every time it is asked for.
-pub fn connection(scope: &Scope, created_at: Timestamp) -> Connection {
-    let digest = Sha256::digest(format!("payrail-connection:{}:{}", scope.organization_id, scope.live_mode));
-    let mut bytes = [0u8; 16];
-    bytes.copy_from_slice(&digest[..16]);
-    Connection {
-        id: uuid::Builder::from_random_bytes(bytes).into_uuid().to_string(),
-        object: "connection".into(),
-        live_mode: scope.live_mode,
-        vendor_id: "payrail".into(),
-        vendor_name: SANDBOX_BANK_NAME.into(),
-        vendor_customer_id: None,
-        created_at,
-        updated_at: created_at,
-        discarded_at: None,
-    }
 }
 
 impl CapabilityInput {

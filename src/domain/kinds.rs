@@ -20,3 +20,5 @@ pub const LEDGER_ENTRY: &str = "ledger_entry";
 pub const CONNECTION: &str = "connection";
 /// The private half of a connection: its settings and sealed credentials. Never served.
 pub const CONNECTION_SETTINGS: &str = "connection_settings";
+pub const LEDGER_ACCOUNT_BALANCE_MONITOR: &str = "ledger_account_balance_monitor";
+pub const LEDGER_ACCOUNT_SETTLEMENT: &str = "ledger_account_settlement";

@@ -44,6 +44,39 @@ pub struct AccountState {
     pub lock_version: i64,
 }
 
+/// How many posted entries a settlement takes from its account, and their sums.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Claimed {
+    pub count: i64,
+    pub debits: i64,
+    pub credits: i64,
+}
+
+/// A settlement taking an account's posted, not yet settled entries effective before
+/// `before_micros` and written at or before `upto_version` (what the domain summed), and its own
+/// entries on that account (written in the same batch). The store takes exactly that set, in
+/// the commit: if its count or sums are no longer `expected` (a racing settlement took some, or
+/// a pending entry posted meanwhile), the batch fails with a conflict and the domain sums again,
+/// so no entry is ever settled twice and the amount is always the sum of what was taken.
+#[derive(Debug, Clone)]
+pub struct Claim {
+    pub account_id: String,
+    pub settlement_id: String,
+    pub before_micros: i64,
+    pub upto_version: i64,
+    pub expected: Claimed,
+    pub own_entry_ids: Vec<String>,
+}
+
+/// The conflict of a claim whose entries changed since they were summed: retried by the domain.
+pub fn claim_changed() -> Error {
+    Error::Conflict {
+        message: "the ledger account's unsettled entries changed while the settlement was being computed; retry".into(),
+        parameter: None,
+        retry_after_s: Some(1),
+    }
+}
+
 /// Where a posting's entries are kept: status codes of the `ledger_postings` table.
 pub const STATUS_PENDING: i16 = 0;
 pub const STATUS_POSTED: i16 = 1;

@@ -145,6 +145,13 @@ pub enum Write {
         lines: Vec<ledger::LedgerLine>,
         post: bool,
     },
+    /// Marks the entries a settlement takes as settled by it (see [`ledger::Claim`]).
+    LedgerClaim(ledger::Claim),
+    /// Gives back every entry `settlement_id` took on `account_id` (an archived settlement).
+    LedgerUnclaim {
+        account_id: String,
+        settlement_id: String,
+    },
     InsertApiKey {
         key: ApiKey,
         hash: KeyHash,
@@ -246,6 +253,11 @@ pub enum Filter {
         name: String,
         values: Vec<String>,
     },
+    /// Ledger entries a settlement took (`of_parent`: the transactions holding such entries).
+    SettledBy {
+        settlement_id: String,
+        of_parent: bool,
+    },
 }
 
 /// A page request: newest first, strictly older than `after_seq`.
@@ -304,6 +316,10 @@ pub trait Store: Send + Sync + 'static {
     /// whatever was backdated.
     async fn ledger_window(&self, account_id: &str, window: &Window) -> Result<Totals>;
 
+    /// The posted entries of `account_id` no settlement has taken, effective before
+    /// `before_micros` and written at or before `upto_version`: how many, and their sums.
+    async fn ledger_unsettled(&self, account_id: &str, before_micros: i64, upto_version: i64) -> Result<ledger::Claimed>;
+
     /// The account version each of `entry_ids` was written at (for the balances it resulted in).
     async fn ledger_entry_versions(&self, entry_ids: &[String]) -> Result<Vec<(String, i64)>>;
 
@@ -341,6 +357,10 @@ pub trait Store: Send + Sync + 'static {
     /// Objects of `kind`, in every tenant, whose term `term` is at most `upto`, lowest first:
     /// how background work (the sandbox bank) finds what is due.
     async fn scan_due(&self, kind: &'static str, term: &str, upto: &str, limit: usize) -> Result<Vec<(Scope, StoredObject)>>;
+
+    /// Objects of `kind`, in every tenant, whose term `term` is greater than `after`, lowest
+    /// first: how background work walks every object of a kind (give each a unique term).
+    async fn scan_terms(&self, kind: &'static str, term: &str, after: &str, limit: usize) -> Result<Vec<(Scope, StoredObject)>>;
 
     /// Deletes up to `batch_max` replies that expired before `now`; returns how many (I10).
     async fn purge_replies(&self, now: Timestamp, batch_max: usize) -> Result<usize>;

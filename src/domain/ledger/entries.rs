@@ -119,6 +119,9 @@ pub struct EntryFilter {
     pub effective: Vec<Filter>,
     pub metadata: Vec<(String, String)>,
     pub show_balances: bool,
+    /// Entries this ledger account settlement took (with the settlement's own entry on the
+    /// settled account).
+    pub ledger_account_settlement_id: Option<String>,
 }
 
 pub async fn list(ctx: &Ctx<'_>, filter: &EntryFilter, page: PageSpec) -> Result<ListedPage> {
@@ -134,6 +137,7 @@ pub async fn list(ctx: &Ctx<'_>, filter: &EntryFilter, page: PageSpec) -> Result
         listing::eq("ledger_transaction_id", filter.ledger_transaction_id.as_deref()),
         listing::eq("direction", filter.direction.as_deref()),
         listing::any_of("status", &filter.statuses),
+        filter.ledger_account_settlement_id.as_ref().map(|id| Filter::SettledBy { settlement_id: id.clone(), of_parent: false }),
     ]
     .into_iter()
     .flatten()

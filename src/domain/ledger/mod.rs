@@ -13,6 +13,8 @@
 pub mod accounts;
 pub mod entries;
 pub mod ledgers;
+pub mod monitors;
+pub mod settlements;
 pub mod transactions;
 
 use serde::{Deserialize, Serialize};

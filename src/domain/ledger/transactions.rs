@@ -421,6 +421,50 @@ fn stage_new(ctx: &Ctx<'_>, batch: &mut WriteBatch, built: Built) -> Result<Stri
     Ok(json)
 }
 
+/// A transaction Payrail writes on behalf of another resource (a ledger account settlement):
+/// two or more entries on accounts the caller already read and checked.
+pub(crate) struct Internal<'a> {
+    pub status: LedgerStatus,
+    pub description: Option<&'a str>,
+    pub effective_at: Timestamp,
+    /// (account, debit, amount) of each entry.
+    pub entries: Vec<(&'a AccountRecord, bool, i64)>,
+}
+
+/// Checks and stages an [`Internal`] transaction exactly as a created one (postings, documents,
+/// first version, `created` event). Returns the transaction's id and its entries' ids, in order.
+pub(crate) fn stage_internal(ctx: &Ctx<'_>, batch: &mut WriteBatch, spec: Internal<'_>) -> Result<(String, Vec<String>)> {
+    let head = Head {
+        status: Some(spec.status.as_str()),
+        default_status: spec.status,
+        description: spec.description,
+        metadata: None,
+        effective_at: spec.effective_at,
+        external_id: None,
+        ledgerable: (None, None),
+    }
+    .build(ctx)?;
+    let plans = spec
+        .entries
+        .iter()
+        .map(|(account, debit, amount)| {
+            Ok(EntryPlan {
+                account_id: account.id.clone(),
+                debit: *debit,
+                amount: Amount::parse("amount", *amount)?,
+                lock_version: None,
+                conditions: vec![],
+                metadata: Metadata::new(),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let accounts: Vec<AccountRecord> = spec.entries.iter().map(|(account, _, _)| (*account).clone()).collect();
+    let built = build(head, plans, &accounts)?;
+    let ids = (built.txn.id.clone(), built.txn.ledger_entries.iter().map(|e| e.id.clone()).collect());
+    stage_new(ctx, batch, built)?;
+    Ok(ids)
+}
+
 /// Checks a create request against its accounts and builds the transaction (nothing staged).
 async fn plan(ctx: &Ctx<'_>, input: &TransactionInput) -> Result<Built> {
     let effective = effective_time(input.effective_at.as_deref(), input.effective_date.as_deref(), ctx.now)?;
@@ -467,6 +511,8 @@ pub struct TransactionFilter {
     pub ledgerable_type: Option<String>,
     pub effective: Vec<Filter>,
     pub metadata: Vec<(String, String)>,
+    /// Transactions with an entry that this ledger account settlement took.
+    pub ledger_account_settlement_id: Option<String>,
 }
 
 pub async fn list(ctx: &Ctx<'_>, filter: &TransactionFilter, page: PageSpec) -> Result<ListedPage> {
@@ -482,6 +528,7 @@ pub async fn list(ctx: &Ctx<'_>, filter: &TransactionFilter, page: PageSpec) -> 
         listing::eq("reverses_ledger_transaction_id", filter.reverses_ledger_transaction_id.as_deref()),
         listing::eq("ledgerable_id", filter.ledgerable_id.as_deref()),
         listing::eq("ledgerable_type", filter.ledgerable_type.as_deref()),
+        filter.ledger_account_settlement_id.as_ref().map(|id| Filter::SettledBy { settlement_id: id.clone(), of_parent: true }),
     ]
     .into_iter()
     .flatten()
@@ -632,6 +679,12 @@ pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &Transa
     retry_on_conflict(|| async {
         let stored = ctx.store.get(KIND, ctx.scope, id).await?.ok_or_else(|| Error::not_found("ledger transaction"))?;
         let mut txn = parse(&stored)?;
+        if patch.status.as_deref().is_some_and(|to| to != txn.status.as_str()) && settled_by_settlement(ctx, id).await? {
+            return Err(Error::invalid(
+                "status",
+                "this ledger transaction follows its ledger account settlement's status; update the settlement",
+            ));
+        }
         let mut batch = WriteBatch::new();
         let event_name = patch.apply(&mut batch, &mut txn, ctx.now)?;
         let json = stage_change(ctx, &mut batch, &txn, &stored, event_name).await?;
@@ -639,6 +692,15 @@ pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &Transa
         Ok(json)
     })
     .await
+}
+
+/// Whether transaction `id` is a ledger account settlement's: its status then follows the
+/// settlement's (posting or archiving it by hand would leave the settlement's entries taken
+/// while its money moved otherwise).
+async fn settled_by_settlement(ctx: &Ctx<'_>, id: &str) -> Result<bool> {
+    let filters = vec![Filter::Eq { name: "ledger_transaction_id".into(), value: id.to_owned() }];
+    let page = PageSpec { per_page: 1, after_seq: None };
+    Ok(!listing::fetch(ctx, super::super::kinds::LEDGER_ACCOUNT_SETTLEMENT, filters, page).await?.items.is_empty())
 }
 
 /// `POST /ledger_transactions/{id}/reversal`: a new transaction with every entry of a posted

@@ -12,7 +12,9 @@ use tokio_postgres::Row;
 use super::db_err;
 use crate::base::ledger::{Totals, Window};
 use crate::error::{Error, Result};
-use crate::store::ledger::{self, AccountGuard, AccountState, Change, LedgerLine, Piece, STATUS_ARCHIVED, STATUS_PENDING, STATUS_POSTED};
+use crate::store::ledger::{
+    self, AccountGuard, AccountState, Change, Claim, Claimed, LedgerLine, Piece, STATUS_ARCHIVED, STATUS_PENDING, STATUS_POSTED,
+};
 
 const LOCK_ACCOUNTS: &str = "SELECT account_id, credit_normal, posted_debits, posted_credits, pending_debits, pending_credits, lock_version
      FROM ledger_account_sums WHERE account_id = ANY($1) ORDER BY account_id FOR UPDATE";
@@ -41,6 +43,22 @@ const ADD_TO_BUCKETS: &str =
        pending_debits = ledger_buckets.pending_debits + EXCLUDED.pending_debits,
        pending_credits = ledger_buckets.pending_credits + EXCLUDED.pending_credits";
 pub const ENTRY_VERSIONS: &str = "SELECT entry_id, version FROM ledger_postings WHERE entry_id = ANY($1)";
+/// The posted entries of an account no settlement took, effective before a bound, written at or
+/// before a version: how many and their sums (a settlement's amount, SPEC G1).
+pub const UNSETTLED: &str = "SELECT count(*), coalesce(sum(amount) FILTER (WHERE debit), 0)::bigint,
+       coalesce(sum(amount) FILTER (WHERE NOT debit), 0)::bigint
+     FROM ledger_postings
+     WHERE account_id = $1 AND effective_at < $2 AND version <= $3 AND status = 1 AND settlement_id IS NULL";
+/// Marks what [`UNSETTLED`] sums as taken by settlement `$4`, returning the same sums.
+const CLAIM: &str = "WITH taken AS (
+       UPDATE ledger_postings SET settlement_id = $4
+       WHERE account_id = $1 AND effective_at < $2 AND version <= $3 AND status = 1 AND settlement_id IS NULL
+       RETURNING debit, amount)
+     SELECT count(*), coalesce(sum(amount) FILTER (WHERE debit), 0)::bigint, coalesce(sum(amount) FILTER (WHERE NOT debit), 0)::bigint
+     FROM taken";
+const CLAIM_OWN: &str =
+    "UPDATE ledger_postings SET settlement_id = $1 WHERE entry_id = ANY($2) AND account_id = $3 AND settlement_id IS NULL";
+const UNCLAIM: &str = "UPDATE ledger_postings SET settlement_id = NULL WHERE settlement_id = $1";
 
 pub async fn open(tx: &impl GenericClient, account_id: &str, credit_normal: bool) -> Result<()> {
     let sql = "INSERT INTO ledger_account_sums (account_id, credit_normal) VALUES ($1, $2)";
@@ -174,6 +192,38 @@ pub async fn settle(tx: &impl GenericClient, lines: &[LedgerLine], post: bool) -
     }
     store(tx, &accounts).await?;
     add_to_buckets(tx, &ledger::bucket_deltas(lines.iter(), if post { Change::Post } else { Change::Archive })?).await
+}
+
+pub fn claimed(row: &Row) -> Claimed {
+    Claimed { count: row.get(0), debits: row.get(1), credits: row.get(2) }
+}
+
+/// Takes a settlement's entries (see [`Claim`]). The account's row is locked first, as every
+/// posting and settling of its entries locks it, so racing settlements of one account queue
+/// and their row updates never cross; the entries taken are summed as they are marked.
+pub async fn claim(tx: &impl GenericClient, claim: &Claim) -> Result<()> {
+    lock(tx, std::slice::from_ref(&claim.account_id)).await?;
+    let statement = tx.prepare_cached(CLAIM).await.map_err(db_err)?;
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
+        [&claim.account_id, &claim.before_micros, &claim.upto_version, &claim.settlement_id];
+    let row = tx.query_one(&statement, &params).await.map_err(db_err)?;
+    if claimed(&row) != claim.expected {
+        return Err(ledger::claim_changed());
+    }
+    let statement = tx.prepare_cached(CLAIM_OWN).await.map_err(db_err)?;
+    let marked = tx.execute(&statement, &[&claim.settlement_id, &claim.own_entry_ids, &claim.account_id]).await.map_err(db_err)?;
+    if marked != claim.own_entry_ids.len() as u64 {
+        return Err(Error::internal("a settlement's own ledger entry was not written with it"));
+    }
+    Ok(())
+}
+
+/// Gives back what a settlement took (its account's row locked first, as in [`claim`]).
+pub async fn unclaim(tx: &impl GenericClient, account_id: &str, settlement_id: &str) -> Result<()> {
+    lock(tx, &[account_id.to_owned()]).await?;
+    let statement = tx.prepare_cached(UNCLAIM).await.map_err(db_err)?;
+    tx.execute(&statement, &[&settlement_id]).await.map_err(db_err)?;
+    Ok(())
 }
 
 pub async fn unique(tx: &impl GenericClient, key: &str, parameter: &str, message: &str) -> Result<()> {

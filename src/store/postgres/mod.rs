@@ -292,6 +292,17 @@ fn list_sql(query: &ListQuery) -> (String, Vec<Box<dyn ToSql + Sync + Send>>) {
                 sql.push_str(&format!(" AND o.id = ANY(${n})"));
                 continue;
             }
+            Filter::SettledBy { settlement_id, of_parent } => {
+                let n = push(&mut args, Box::new(settlement_id.clone()));
+                sql.push_str(&if *of_parent {
+                    format!(
+                        " AND o.id IN (SELECT e.parent_id FROM ledger_postings p JOIN objects e ON e.id = p.entry_id WHERE p.settlement_id = ${n})"
+                    )
+                } else {
+                    format!(" AND o.id IN (SELECT entry_id FROM ledger_postings WHERE settlement_id = ${n})")
+                });
+                continue;
+            }
             Filter::AnyOf { name, values } => {
                 let n_name = push(&mut args, Box::new(name.clone()));
                 let n_values = push(&mut args, Box::new(values.clone()));
@@ -341,6 +352,11 @@ impl Store for PostgresStore {
     async fn ledger_entry_versions(&self, entry_ids: &[String]) -> Result<Vec<(String, i64)>> {
         let rows = self.query(ledger::ENTRY_VERSIONS, &[&entry_ids]).await?;
         Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
+    }
+
+    async fn ledger_unsettled(&self, account_id: &str, before_micros: i64, upto_version: i64) -> Result<crate::store::ledger::Claimed> {
+        let rows = self.query(ledger::UNSETTLED, &[&account_id, &before_micros, &upto_version]).await?;
+        rows.first().map(ledger::claimed).ok_or_else(|| Error::internal("an aggregate without a row"))
     }
 
     async fn get(&self, kind: &'static str, scope: &Scope, id: &str) -> Result<Option<StoredObject>> {
@@ -452,6 +468,18 @@ impl Store for PostgresStore {
                  JOIN objects o ON o.seq = t.object_seq
                  WHERE t.name = $1 AND t.value <= $2 AND o.kind = $3 ORDER BY t.value LIMIT $4",
                 &[&term, &upto, &kind, &(limit as i64)],
+            )
+            .await?;
+        Ok(rows.iter().map(|row| (Scope { organization_id: row.get(4), live_mode: row.get(5) }, stored_object(row))).collect())
+    }
+
+    async fn scan_terms(&self, kind: &'static str, term: &str, after: &str, limit: usize) -> Result<Vec<(Scope, StoredObject)>> {
+        let rows = self
+            .query(
+                "SELECT o.id, o.parent_id, o.version, o.doc, o.org_id, o.live_mode FROM object_terms t
+                 JOIN objects o ON o.seq = t.object_seq
+                 WHERE t.name = $1 AND t.value > $2 AND o.kind = $3 ORDER BY t.value LIMIT $4",
+                &[&term, &after, &kind, &(limit as i64)],
             )
             .await?;
         Ok(rows.iter().map(|row| (Scope { organization_id: row.get(4), live_mode: row.get(5) }, stored_object(row))).collect())

@@ -98,7 +98,9 @@ fn single_statement(write: &Write) -> Option<&'static str> {
         | Write::ReleaseUnique { .. }
         | Write::LedgerOpen { .. }
         | Write::LedgerPost { .. }
-        | Write::LedgerSettle { .. } => return None,
+        | Write::LedgerSettle { .. }
+        | Write::LedgerClaim(_)
+        | Write::LedgerUnclaim { .. } => return None,
         Write::Delete { .. } => DELETE_OBJECT,
         Write::DeleteChildren { .. } => DELETE_CHILDREN,
         Write::Require { .. } => REQUIRE,
@@ -122,6 +124,8 @@ async fn apply(tx: &Transaction<'_>, write: &Write) -> Result<()> {
             Write::LedgerOpen { account_id, credit_normal } => ledger::open(tx, account_id, *credit_normal).await,
             Write::LedgerPost { lines, guards } => ledger::post(tx, lines, guards).await,
             Write::LedgerSettle { lines, post } => ledger::settle(tx, lines, *post).await,
+            Write::LedgerClaim(claim) => ledger::claim(tx, claim).await,
+            Write::LedgerUnclaim { account_id, settlement_id } => ledger::unclaim(tx, account_id, settlement_id).await,
             _ => Err(Error::internal("a write without a statement")),
         };
     };

@@ -8,7 +8,9 @@ use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use super::row_err;
 use crate::base::ledger::{Totals, Window};
 use crate::error::{Error, Result};
-use crate::store::ledger::{self, AccountGuard, AccountState, Change, LedgerLine, Piece, STATUS_ARCHIVED, STATUS_PENDING, STATUS_POSTED};
+use crate::store::ledger::{
+    self, AccountGuard, AccountState, Change, Claim, Claimed, LedgerLine, Piece, STATUS_ARCHIVED, STATUS_PENDING, STATUS_POSTED,
+};
 
 pub fn open(tx: &Transaction<'_>, account_id: &str, credit_normal: bool) -> Result<()> {
     tx.prepare_cached("INSERT INTO ledger_account_sums (account_id, credit_normal) VALUES (?1, ?2)")
@@ -66,6 +68,49 @@ pub fn settle(tx: &Transaction<'_>, lines: &[LedgerLine], post: bool) -> Result<
     }
     store(tx, &accounts)?;
     add_to_buckets(tx, &ledger::bucket_deltas(lines.iter(), if post { Change::Post } else { Change::Archive })?)
+}
+
+/// The posted, unsettled entries a claim over (`account_id`, `before`, `upto_version`) takes.
+const UNSETTLED: &str = "account_id = ?1 AND effective_at < ?2 AND version <= ?3 AND status = 1 AND settlement_id IS NULL";
+
+pub fn unsettled(conn: &Connection, account_id: &str, before: i64, upto_version: i64) -> rusqlite::Result<Claimed> {
+    let sql = format!(
+        "SELECT count(*), coalesce(sum(CASE WHEN debit THEN amount ELSE 0 END), 0), coalesce(sum(CASE WHEN debit THEN 0 ELSE amount END), 0)
+         FROM ledger_postings WHERE {UNSETTLED}"
+    );
+    conn.prepare_cached(&sql)?.query_row(params![account_id, before, upto_version], |row| {
+        Ok(Claimed { count: row.get(0)?, debits: row.get(1)?, credits: row.get(2)? })
+    })
+}
+
+/// Takes a settlement's entries (see [`Claim`]): the one writer makes the sum and the marking
+/// one step, so the set taken is exactly the set summed.
+pub fn claim(tx: &Transaction<'_>, claim: &Claim) -> Result<()> {
+    let found = unsettled(tx, &claim.account_id, claim.before_micros, claim.upto_version).map_err(row_err)?;
+    if found != claim.expected {
+        return Err(ledger::claim_changed());
+    }
+    let sql = format!("UPDATE ledger_postings SET settlement_id = ?4 WHERE {UNSETTLED}");
+    tx.prepare_cached(&sql)
+        .and_then(|mut st| st.execute(params![claim.account_id, claim.before_micros, claim.upto_version, claim.settlement_id]))
+        .map_err(row_err)?;
+    let mut own = tx
+        .prepare_cached("UPDATE ledger_postings SET settlement_id = ?1 WHERE entry_id = ?2 AND account_id = ?3 AND settlement_id IS NULL")
+        .map_err(row_err)?;
+    for entry_id in &claim.own_entry_ids {
+        if own.execute(params![claim.settlement_id, entry_id, claim.account_id]).map_err(row_err)? != 1 {
+            return Err(Error::internal("a settlement's own ledger entry was not written with it"));
+        }
+    }
+    Ok(())
+}
+
+/// Gives back what a settlement took.
+pub fn unclaim(tx: &Transaction<'_>, settlement_id: &str) -> Result<()> {
+    tx.prepare_cached("UPDATE ledger_postings SET settlement_id = NULL WHERE settlement_id = ?1")
+        .and_then(|mut st| st.execute([settlement_id]))
+        .map_err(row_err)?;
+    Ok(())
 }
 
 pub fn unique(tx: &Transaction<'_>, key: &str, parameter: &str, message: &str) -> Result<()> {

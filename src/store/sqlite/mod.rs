@@ -249,6 +249,15 @@ fn placeholders(n: usize) -> String {
     if n == 0 { "NULL".into() } else { vec!["?"; n].join(", ") }
 }
 
+/// The condition of [`Filter::SettledBy`]: the entries a settlement took, or their transactions.
+fn settled_by(of_parent: bool) -> &'static str {
+    if of_parent {
+        " AND o.id IN (SELECT e.parent_id FROM ledger_postings p JOIN objects e ON e.id = p.entry_id WHERE p.settlement_id = ?)"
+    } else {
+        " AND o.id IN (SELECT entry_id FROM ledger_postings WHERE settlement_id = ?)"
+    }
+}
+
 /// Builds the SQL and parameters of a list query.
 fn list_sql(query: &ListQuery) -> (String, Vec<Value>) {
     let mut sql = String::from(
@@ -299,6 +308,10 @@ fn list_sql(query: &ListQuery) -> (String, Vec<Value>) {
                 sql.push_str(&term(&format!("IN ({})", placeholders(values.len()))));
                 args.push(Value::Text(name.clone()));
                 args.extend(values.iter().map(|v| Value::Text(v.clone())));
+            }
+            Filter::SettledBy { settlement_id, of_parent } => {
+                sql.push_str(settled_by(*of_parent));
+                args.push(Value::Text(settlement_id.clone()));
             }
         }
     }
@@ -360,6 +373,10 @@ impl Store for SqliteStore {
 
     async fn ledger_entry_versions(&self, entry_ids: &[String]) -> Result<Vec<(String, i64)>> {
         self.read(|conn| ledger::entry_versions(conn, entry_ids))
+    }
+
+    async fn ledger_unsettled(&self, account_id: &str, before_micros: i64, upto_version: i64) -> Result<crate::store::ledger::Claimed> {
+        self.read(|conn| ledger::unsettled(conn, account_id, before_micros, upto_version))
     }
 
     async fn get(&self, kind: &'static str, scope: &Scope, id: &str) -> Result<Option<StoredObject>> {
@@ -509,6 +526,21 @@ impl Store for SqliteStore {
                  WHERE t.name = ?1 AND t.value <= ?2 AND o.kind = ?3 ORDER BY t.value LIMIT ?4",
             )?;
             let rows = st.query_map(params![term, upto, kind, limit as i64], |row| {
+                let scope = Scope { organization_id: row.get(4)?, live_mode: row.get(5)? };
+                Ok((scope, stored_object(row)?))
+            })?;
+            rows.collect()
+        })
+    }
+
+    async fn scan_terms(&self, kind: &'static str, term: &str, after: &str, limit: usize) -> Result<Vec<(Scope, StoredObject)>> {
+        self.read(|conn| {
+            let mut st = conn.prepare_cached(
+                "SELECT o.id, o.parent_id, o.version, o.doc, o.org_id, o.live_mode FROM object_terms t
+                 JOIN objects o ON o.seq = t.object_seq
+                 WHERE t.name = ?1 AND t.value > ?2 AND o.kind = ?3 ORDER BY t.value LIMIT ?4",
+            )?;
+            let rows = st.query_map(params![term, after, kind, limit as i64], |row| {
                 let scope = Scope { organization_id: row.get(4)?, live_mode: row.get(5)? };
                 Ok((scope, stored_object(row)?))
             })?;

@@ -182,6 +182,8 @@ fn apply(tx: &Transaction<'_>, write: &Write) -> Result<()> {
         Write::LedgerOpen { account_id, credit_normal } => ledger::open(tx, account_id, *credit_normal),
         Write::LedgerPost { lines, guards } => ledger::post(tx, lines, guards),
         Write::LedgerSettle { lines, post } => ledger::settle(tx, lines, *post),
+        Write::LedgerClaim(claim) => ledger::claim(tx, claim),
+        Write::LedgerUnclaim { settlement_id, .. } => ledger::unclaim(tx, settlement_id),
     }
 }
 
