@@ -16,3 +16,9 @@ pub const LEDGER_ACCOUNT: &str = "ledger_account";
 pub const LEDGER_TRANSACTION: &str = "ledger_transaction";
 pub const LEDGER_TRANSACTION_VERSION: &str = "ledger_transaction_version";
 pub const LEDGER_ENTRY: &str = "ledger_entry";
+pub const LEDGER_ACCOUNT_CATEGORY: &str = "ledger_account_category";
+/// A ledger account's membership of a category (parent: the category). Never served by any route.
+pub const LEDGER_ACCOUNT_CATEGORY_MEMBER: &str = "ledger_account_category_member";
+/// A category nested in another (parent: the outer category). Never served by any route.
+pub const LEDGER_ACCOUNT_CATEGORY_NESTING: &str = "ledger_account_category_nesting";
+pub const LEDGER_ACCOUNT_STATEMENT: &str = "ledger_account_statement";

@@ -216,6 +216,27 @@ pub fn effective_at(param: &str, text: &str) -> Result<Timestamp> {
     Ok(at)
 }
 
+/// How many times a change that deletes documents by id is run again when one of them vanished
+/// under it (a racing request removed it first): the re-read then sees the truth.
+const VANISHED_ATTEMPTS_MAX: u32 = 3;
+
+/// Runs `attempt` again, at most a few times, when it failed with a 404: a document it meant to
+/// delete was deleted by a racing request between its read and its commit.
+pub async fn retry_if_vanished<T, F, Fut>(mut attempt: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match attempt().await {
+            Err(Error::NotFound { .. }) if tries < VANISHED_ATTEMPTS_MAX => continue,
+            other => return other,
+        }
+    }
+}
+
 /// The unique-key namespace of a ledger's `external_id`s of `kind`.
 pub fn external_id_key(kind: &str, ledger_id: &str, external_id: &str) -> String {
     format!("{kind}.external_id:{ledger_id}:{external_id}")
