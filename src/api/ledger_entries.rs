@@ -21,8 +21,6 @@ const UNSUPPORTED: &[&str] = &[
     "updated_at",
     "as_of_lock_version",
     "ledger_account_lock_version",
-    "ledger_account_category_id",
-    "ledger_account_statement_id",
     "amount",
 ];
 
@@ -59,6 +57,8 @@ pub async fn list(State(state): State<AppState>, principal: Principal, paging: P
         effective: effective_filters(|name| query.get(name))?,
         metadata: query.metadata(),
         show_balances: show_balances(&query)?,
+        ledger_account_category_id: param(&query, "ledger_account_category_id"),
+        ledger_account_statement_id: param(&query, "ledger_account_statement_id"),
     };
     Ok(paging.reply(entries::list(&state.ctx(&scope), &filter, paging.spec).await?))
 }

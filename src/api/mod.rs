@@ -5,6 +5,8 @@ mod counterparties;
 mod events;
 mod external_accounts;
 mod internal_accounts;
+mod ledger_account_categories;
+mod ledger_account_statements;
 mod ledger_accounts;
 mod ledger_entries;
 mod ledger_transactions;
@@ -18,7 +20,7 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, put};
 
 use crate::app::AppState;
 use crate::domain::listing::time_bound;
@@ -47,6 +49,21 @@ pub fn routes() -> Router<AppState> {
         .route("/api/ledgers/{id}", get(ledgers::retrieve).patch(ledgers::update).delete(ledgers::delete))
         .route("/api/ledger_accounts", get(ledger_accounts::list).post(ledger_accounts::create))
         .route("/api/ledger_accounts/{id}", get(ledger_accounts::retrieve).patch(ledger_accounts::update).delete(ledger_accounts::delete))
+        .route("/api/ledger_account_categories", get(ledger_account_categories::list).post(ledger_account_categories::create))
+        .route(
+            "/api/ledger_account_categories/{id}",
+            get(ledger_account_categories::retrieve).patch(ledger_account_categories::update).delete(ledger_account_categories::delete),
+        )
+        .route(
+            "/api/ledger_account_categories/{id}/ledger_accounts/{ledger_account_id}",
+            put(ledger_account_categories::add_account).delete(ledger_account_categories::remove_account),
+        )
+        .route(
+            "/api/ledger_account_categories/{id}/ledger_account_categories/{sub_category_id}",
+            put(ledger_account_categories::nest).delete(ledger_account_categories::unnest),
+        )
+        .route("/api/ledger_account_statements", axum::routing::post(ledger_account_statements::create))
+        .route("/api/ledger_account_statements/{id}", get(ledger_account_statements::retrieve))
         .route("/api/ledger_transactions", get(ledger_transactions::list).post(ledger_transactions::create))
         .route("/api/ledger_transactions/{id}", get(ledger_transactions::retrieve).patch(ledger_transactions::update))
         .route("/api/ledger_transactions/{id}/reversal", axum::routing::post(ledger_transactions::reversal))

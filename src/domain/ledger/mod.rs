@@ -11,8 +11,10 @@
 //! and its balances and `lock_version` are read from the store's sums each time it is served.
 
 pub mod accounts;
+pub mod categories;
 pub mod entries;
 pub mod ledgers;
+pub mod statements;
 pub mod transactions;
 
 use serde::{Deserialize, Serialize};
