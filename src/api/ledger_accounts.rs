@@ -15,8 +15,7 @@ use crate::http::extract::{JsonBody, PathId, QueryParams};
 use crate::http::pagination::Paging;
 
 /// Known filters Payrail does not serve yet: refused, never silently ignored.
-const UNSUPPORTED: &[&str] =
-    &["pending_balance_amount", "posted_balance_amount", "available_balance_amount", "updated_at", "ledger_account_category_id"];
+const UNSUPPORTED: &[&str] = &["pending_balance_amount", "posted_balance_amount", "available_balance_amount", "updated_at"];
 
 pub async fn create(
     State(state): State<AppState>,
@@ -54,6 +53,7 @@ pub async fn list(State(state): State<AppState>, principal: Principal, paging: P
         metadata: query.metadata(),
         created_from,
         created_to,
+        ledger_account_category_id: param(&query, "ledger_account_category_id"),
     };
     Ok(paging.reply(accounts::list(&state.ctx(&scope), &filter, &balances, paging.spec).await?))
 }

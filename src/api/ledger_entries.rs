@@ -15,15 +15,7 @@ use crate::http::extract::{JsonBody, PathId, QueryParams};
 use crate::http::pagination::Paging;
 
 /// Known filters Payrail does not serve yet: refused, never silently ignored.
-const UNSUPPORTED: &[&str] = &[
-    "ledger_account_payout_id",
-    "updated_at",
-    "as_of_lock_version",
-    "ledger_account_lock_version",
-    "ledger_account_category_id",
-    "ledger_account_statement_id",
-    "amount",
-];
+const UNSUPPORTED: &[&str] = &["ledger_account_payout_id", "updated_at", "as_of_lock_version", "ledger_account_lock_version", "amount"];
 
 fn show_balances(query: &QueryParams) -> Result<bool, Error> {
     match query.get("show_balances") {
@@ -60,6 +52,8 @@ pub async fn list(State(state): State<AppState>, principal: Principal, paging: P
         metadata: query.metadata(),
         show_balances: show_balances(&query)?,
         ledger_account_settlement_id: param(&query, "ledger_account_settlement_id"),
+        ledger_account_category_id: param(&query, "ledger_account_category_id"),
+        ledger_account_statement_id: param(&query, "ledger_account_statement_id"),
     };
     Ok(paging.reply(entries::list(&state.ctx(&scope), &filter, paging.spec).await?))
 }

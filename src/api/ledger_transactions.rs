@@ -15,7 +15,7 @@ use crate::http::pagination::Paging;
 use crate::store::Filter;
 
 /// Known filters Payrail does not serve yet: refused, never silently ignored.
-const UNSUPPORTED: &[&str] = &["posted_at", "updated_at", "amount", "ledger_account_category_id", "partially_posts_ledger_transaction_id"];
+const UNSUPPORTED: &[&str] = &["posted_at", "updated_at", "amount", "partially_posts_ledger_transaction_id"];
 
 pub async fn create(
     State(state): State<AppState>,
@@ -48,6 +48,7 @@ pub async fn list(State(state): State<AppState>, principal: Principal, paging: P
         effective: transactions::effective_filters(|name| query.get(name))?,
         metadata: query.metadata(),
         ledger_account_settlement_id: param(&query, "ledger_account_settlement_id"),
+        ledger_account_category_id: param(&query, "ledger_account_category_id"),
     };
     Ok(paging.reply(transactions::list(&state.ctx(&scope), &filter, paging.spec).await?))
 }

@@ -7,7 +7,9 @@ mod events;
 mod external_accounts;
 mod internal_accounts;
 mod ledger_account_balance_monitors;
+mod ledger_account_categories;
 mod ledger_account_settlements;
+mod ledger_account_statements;
 mod ledger_accounts;
 mod ledger_entries;
 mod ledger_transactions;
@@ -21,7 +23,7 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, put};
 
 use crate::app::AppState;
 use crate::domain::listing::time_bound;
@@ -67,6 +69,21 @@ pub fn routes() -> Router<AppState> {
             "/api/ledger_account_settlements/{id}/ledger_entries",
             axum::routing::patch(ledger_account_settlements::change_entries).delete(ledger_account_settlements::change_entries),
         )
+        .route("/api/ledger_account_categories", get(ledger_account_categories::list).post(ledger_account_categories::create))
+        .route(
+            "/api/ledger_account_categories/{id}",
+            get(ledger_account_categories::retrieve).patch(ledger_account_categories::update).delete(ledger_account_categories::delete),
+        )
+        .route(
+            "/api/ledger_account_categories/{id}/ledger_accounts/{ledger_account_id}",
+            put(ledger_account_categories::add_account).delete(ledger_account_categories::remove_account),
+        )
+        .route(
+            "/api/ledger_account_categories/{id}/ledger_account_categories/{sub_category_id}",
+            put(ledger_account_categories::nest).delete(ledger_account_categories::unnest),
+        )
+        .route("/api/ledger_account_statements", axum::routing::post(ledger_account_statements::create))
+        .route("/api/ledger_account_statements/{id}", get(ledger_account_statements::retrieve))
         .route("/api/ledger_transactions", get(ledger_transactions::list).post(ledger_transactions::create))
         .route("/api/ledger_transactions/{id}", get(ledger_transactions::retrieve).patch(ledger_transactions::update))
         .route("/api/ledger_transactions/{id}/reversal", axum::routing::post(ledger_transactions::reversal))

@@ -22,3 +22,9 @@ pub const CONNECTION: &str = "connection";
 pub const CONNECTION_SETTINGS: &str = "connection_settings";
 pub const LEDGER_ACCOUNT_BALANCE_MONITOR: &str = "ledger_account_balance_monitor";
 pub const LEDGER_ACCOUNT_SETTLEMENT: &str = "ledger_account_settlement";
+pub const LEDGER_ACCOUNT_CATEGORY: &str = "ledger_account_category";
+/// A ledger account's membership of a category (parent: the category). Never served by any route.
+pub const LEDGER_ACCOUNT_CATEGORY_MEMBER: &str = "ledger_account_category_member";
+/// A category nested in another (parent: the outer category). Never served by any route.
+pub const LEDGER_ACCOUNT_CATEGORY_NESTING: &str = "ledger_account_category_nesting";
+pub const LEDGER_ACCOUNT_STATEMENT: &str = "ledger_account_statement";

@@ -10,6 +10,7 @@ use super::super::listing::{self, ListedPage, PageSpec};
 use super::super::time::Timestamp;
 use super::super::validate::{self, Metadata, MetadataPatch, TEXT_LEN_MAX};
 use super::super::{Commit, Ctx, event, require, retry_on_conflict};
+use super::categories::NewAccount;
 use super::{BalanceQuery, LedgerCurrency, WindowedBalancesDoc, balances, external_id_key};
 use crate::base::ledger::Totals;
 use crate::error::{Error, Result};
@@ -155,9 +156,6 @@ pub fn parse(stored: &StoredObject) -> Result<AccountRecord> {
 
 impl AccountInput {
     fn build(&self, ctx: &Ctx<'_>) -> Result<AccountRecord> {
-        if !self.ledger_account_category_ids.is_empty() {
-            return Err(Error::invalid("ledger_account_category_ids", "ledger account categories are not supported by Payrail yet"));
-        }
         let currency = LedgerCurrency::parse(self.currency.as_deref().ok_or_else(|| Error::missing("currency"))?, self.currency_exponent)?;
         let normal_balance =
             Direction::parse("normal_balance", self.normal_balance.as_deref().ok_or_else(|| Error::missing("normal_balance"))?)?;
@@ -205,6 +203,8 @@ pub async fn create(ctx: &Ctx<'_>, commit: &dyn Commit, input: &AccountInput) ->
     let mut batch = WriteBatch::new();
     require(ctx, &mut batch, super::super::kinds::LEDGER, &account.ledger_id, "ledger_id").await?;
     take_external_id(&mut batch, &account);
+    let new_account = NewAccount { id: &account.id, ledger_id: &account.ledger_id, currency: account.currency() };
+    super::categories::stage_memberships(ctx, &mut batch, &new_account, &input.ledger_account_category_ids).await?;
     let json = account.served(&Totals::default(), 0, &BalanceQuery::default())?;
     batch.push(Write::Insert(account.record(ctx.scope)?));
     batch.push(Write::LedgerOpen { account_id: account.id.clone(), credit_normal: account.credit_normal() });
@@ -261,6 +261,8 @@ pub struct AccountFilter {
     pub metadata: Vec<(String, String)>,
     pub created_from: Option<Timestamp>,
     pub created_to: Option<Timestamp>,
+    /// Accounts in this category's tree.
+    pub ledger_account_category_id: Option<String>,
 }
 
 pub async fn list(ctx: &Ctx<'_>, filter: &AccountFilter, query: &BalanceQuery, page: PageSpec) -> Result<ListedPage> {
@@ -281,6 +283,9 @@ pub async fn list(ctx: &Ctx<'_>, filter: &AccountFilter, query: &BalanceQuery, p
     filters.extend(listing::metadata_filters(&filter.metadata));
     filters.extend(filter.created_from.map(Filter::CreatedFrom));
     filters.extend(filter.created_to.map(Filter::CreatedTo));
+    if let Some(category) = &filter.ledger_account_category_id {
+        filters.push(super::categories::accounts_filter(ctx, category, "ledger_account_category_id", None).await?);
+    }
     let found = listing::fetch(ctx, KIND, filters, page).await?;
     let docs = render(ctx, &found.items, query).await?;
     Ok(ListedPage { json: listing::json_array(docs.iter().map(String::as_str)), next_seq: found.next_seq })
@@ -326,10 +331,14 @@ async fn render_one(ctx: &Ctx<'_>, account: &AccountRecord) -> Result<String> {
     account.served(&state.totals, state.lock_version, &BalanceQuery::default())
 }
 
-/// Deletes an account no entry was ever written to (MT answers 200 with the account). The
-/// store checks again at commit that it is still at version 0, so a racing posting either
-/// lands first (and the delete is refused) or finds the account gone.
+/// Deletes an account no entry was ever written to (MT answers 200 with the account), and its
+/// memberships of categories. The store checks again at commit that it is still at version 0,
+/// so a racing posting either lands first (and the delete is refused) or finds the account gone.
 pub async fn delete(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str) -> Result<String> {
+    super::retry_if_vanished(|| delete_once(ctx, commit, id)).await
+}
+
+async fn delete_once(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str) -> Result<String> {
     let stored = ctx.store.get(KIND, ctx.scope, id).await?.ok_or_else(|| Error::not_found("ledger account"))?;
     let account = parse(&stored)?;
     let states = ctx.store.ledger_accounts(std::slice::from_ref(&account.id)).await?;
@@ -350,6 +359,7 @@ pub async fn delete(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str) -> Result<Stri
     if let Some(old) = &account.external_id {
         batch.push(Write::ReleaseUnique { key: external_id_key(KIND, &account.ledger_id, old) });
     }
+    super::categories::stage_account_removal(ctx, &mut batch, id).await?;
     batch.push(Write::Insert(event::record(ctx.scope, KIND, "deleted", id, &json, ctx.now)?));
     commit.commit(batch, &json).await?;
     Ok(json)

@@ -122,6 +122,10 @@ pub struct EntryFilter {
     /// Entries this ledger account settlement took (with the settlement's own entry on the
     /// settled account).
     pub ledger_account_settlement_id: Option<String>,
+    /// Entries on an account in this category's tree.
+    pub ledger_account_category_id: Option<String>,
+    /// Entries a statement covers: its account's, effective within its window.
+    pub ledger_account_statement_id: Option<String>,
 }
 
 pub async fn list(ctx: &Ctx<'_>, filter: &EntryFilter, page: PageSpec) -> Result<ListedPage> {
@@ -144,6 +148,12 @@ pub async fn list(ctx: &Ctx<'_>, filter: &EntryFilter, page: PageSpec) -> Result
     .collect();
     filters.extend(filter.effective.iter().cloned());
     filters.extend(listing::metadata_filters(&filter.metadata));
+    if let Some(category) = &filter.ledger_account_category_id {
+        filters.push(super::categories::accounts_filter(ctx, category, "ledger_account_category_id", Some("ledger_account_id")).await?);
+    }
+    if let Some(statement) = &filter.ledger_account_statement_id {
+        filters.extend(super::statements::entry_filters(ctx, statement).await?);
+    }
     if !filter.show_balances {
         return listing::stored_page(ctx, KIND, filters, page).await;
     }

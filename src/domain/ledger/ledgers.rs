@@ -122,13 +122,23 @@ pub async fn delete(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str) -> Result<Stri
     let stored = ctx.store.get(KIND, ctx.scope, id).await?.ok_or_else(|| Error::not_found("ledger"))?;
     let accounts = listing::fetch(
         ctx,
-        super::accounts::KIND,
+        super::super::kinds::LEDGER_ACCOUNT,
         vec![Filter::Eq { name: "ledger_id".into(), value: id.to_owned() }],
         PageSpec { per_page: 1, after_seq: None },
     )
     .await?;
     if !accounts.items.is_empty() {
         return Err(Error::invalid("id", "the ledger still holds ledger accounts; delete them first"));
+    }
+    let categories = listing::fetch(
+        ctx,
+        super::super::kinds::LEDGER_ACCOUNT_CATEGORY,
+        vec![Filter::Eq { name: "ledger_id".into(), value: id.to_owned() }],
+        PageSpec { per_page: 1, after_seq: None },
+    )
+    .await?;
+    if !categories.items.is_empty() {
+        return Err(Error::invalid("id", "the ledger still holds ledger account categories; delete them first"));
     }
     let mut ledger = parse(&stored)?;
     ledger.discarded_at = Some(ctx.now);
@@ -139,4 +149,17 @@ pub async fn delete(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str) -> Result<Stri
     batch.push(Write::Insert(event::record(ctx.scope, KIND, "deleted", id, &json, ctx.now)?));
     commit.commit(batch, &json).await?;
     Ok(json)
+}
+
+/// Makes the batch fail with a conflict (which `retry_on_conflict` runs again) if another batch
+/// guarded by the same ledger commits first: the ledger's document is written back unchanged
+/// under its version. Changes to the ledger's graph of nested categories take this guard, so a
+/// cycle check and the write it permits are never judged against a graph a racing nesting has
+/// changed since (two nestings that would close a cycle together cannot both commit). The
+/// ledger as served does not change, so no event is written for it.
+pub async fn guard(ctx: &Ctx<'_>, batch: &mut WriteBatch, id: &str) -> Result<()> {
+    let stored = ctx.store.get(KIND, ctx.scope, id).await?.ok_or_else(|| Error::not_found("ledger"))?;
+    let ledger = parse(&stored)?;
+    batch.push(Write::Replace { record: ledger.record(ctx.scope, stored.doc), expected_version: stored.version });
+    Ok(())
 }

@@ -11,10 +11,12 @@
 //! and its balances and `lock_version` are read from the store's sums each time it is served.
 
 pub mod accounts;
+pub mod categories;
 pub mod entries;
 pub mod ledgers;
 pub mod monitors;
 pub mod settlements;
+pub mod statements;
 pub mod transactions;
 
 use serde::{Deserialize, Serialize};
@@ -220,6 +222,27 @@ pub fn effective_at(param: &str, text: &str) -> Result<Timestamp> {
         return Err(Error::invalid(param, format!("{param} must lie between the years 1 and 9999")));
     }
     Ok(at)
+}
+
+/// How many times a change that deletes documents by id is run again when one of them vanished
+/// under it (a racing request removed it first): the re-read then sees the truth.
+const VANISHED_ATTEMPTS_MAX: u32 = 3;
+
+/// Runs `attempt` again, at most a few times, when it failed with a 404: a document it meant to
+/// delete was deleted by a racing request between its read and its commit.
+pub async fn retry_if_vanished<T, F, Fut>(mut attempt: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match attempt().await {
+            Err(Error::NotFound { .. }) if tries < VANISHED_ATTEMPTS_MAX => continue,
+            other => return other,
+        }
+    }
 }
 
 /// The unique-key namespace of a ledger's `external_id`s of `kind`.

@@ -513,6 +513,8 @@ pub struct TransactionFilter {
     pub metadata: Vec<(String, String)>,
     /// Transactions with an entry that this ledger account settlement took.
     pub ledger_account_settlement_id: Option<String>,
+    /// Transactions with an entry on an account in this category's tree.
+    pub ledger_account_category_id: Option<String>,
 }
 
 pub async fn list(ctx: &Ctx<'_>, filter: &TransactionFilter, page: PageSpec) -> Result<ListedPage> {
@@ -535,6 +537,9 @@ pub async fn list(ctx: &Ctx<'_>, filter: &TransactionFilter, page: PageSpec) -> 
     .collect();
     filters.extend(filter.effective.iter().cloned());
     filters.extend(listing::metadata_filters(&filter.metadata));
+    if let Some(category) = &filter.ledger_account_category_id {
+        filters.push(super::categories::accounts_filter(ctx, category, "ledger_account_category_id", Some("ledger_account_id")).await?);
+    }
     listing::stored_page(ctx, KIND, filters, page).await
 }
 
