@@ -10,7 +10,9 @@
 //!
 //! Every connection also gets TCP keepalives and a TCP user timeout (a host that vanishes is
 //! noticed by the kernel), and pooled connections get server-side `statement_timeout` and
-//! `idle_in_transaction_session_timeout` equal to the call deadline.
+//! `idle_in_transaction_session_timeout` equal to the call deadline. A pooled connection's
+//! notices are read as it runs: one saying a COMMIT's synchronous-standby wait was cut short
+//! drops the connection, so that commit is never acknowledged (SPEC H2).
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -18,11 +20,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use deadpool_postgres::Connect;
+use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use rand::Rng;
 use tokio_postgres::config::{Host, LoadBalanceHosts};
+use tokio_postgres::error::DbError;
 use tokio_postgres::tls::NoTlsStream;
-use tokio_postgres::{Client, Config, Connection, NoTls, Socket};
+use tokio_postgres::{AsyncMessage, Client, Config, Connection, NoTls, Socket};
 
 use super::redact;
 
@@ -134,14 +138,45 @@ impl Connect for PoolConnect {
     fn connect(&self, _: &Config) -> BoxFuture<'_, Result<(Client, tokio::task::JoinHandle<()>), tokio_postgres::Error>> {
         Box::pin(async move {
             let (client, connection) = self.0.connect().await?;
-            let driver = tokio::spawn(async move {
-                if let Err(err) = connection.await {
-                    tracing::debug!(error = %crate::error::chain(&err), "a database connection ended");
-                }
-            });
-            Ok((client, driver))
+            Ok((client, tokio::spawn(drive(connection))))
         })
     }
+}
+
+/// Drives a pooled connection, reading the server's notices on the way. A COMMIT whose wait
+/// for the synchronous standby was cut short (a cancel, or the session being terminated)
+/// committed locally but perhaps on no standby, which a failover would lose; PostgreSQL says so
+/// in a WARNING just before it reports the COMMIT a success. So on that warning the connection
+/// is dropped before the COMMIT's own answer is read: the request sees a lost connection, an
+/// outcome unknown (503, its claim kept), never an acknowledgement (SPEC H2).
+async fn drive(mut connection: Connection<Socket, NoTlsStream>) {
+    let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
+    while let Some(message) = messages.next().await {
+        match message {
+            Ok(AsyncMessage::Notice(notice)) if standby_wait_cut_short(&notice) => {
+                tracing::warn!(
+                    code = notice.code().code(),
+                    error = notice.message(),
+                    "a COMMIT's wait for the synchronous standby was cut short; dropping its connection so the commit is not acknowledged"
+                );
+                return;
+            }
+            Ok(AsyncMessage::Notice(notice)) => {
+                tracing::info!(code = notice.code().code(), notice = notice.message(), "notice from PostgreSQL");
+            }
+            Ok(_) => {}
+            Err(err) => {
+                tracing::debug!(error = %crate::error::chain(&err), "a database connection ended");
+                return;
+            }
+        }
+    }
+}
+
+/// Whether `notice` is PostgreSQL's warning that a COMMIT stopped waiting for its synchronous
+/// standby (raised in `SyncRepWaitForLSN`; the routine name is not translated, the message is).
+fn standby_wait_cut_short(notice: &DbError) -> bool {
+    notice.routine() == Some("SyncRepWaitForLSN") || notice.message().contains("synchronous replication")
 }
 
 /// One configuration per host of `config` (named `host:port` for logs; never the password),
