@@ -169,3 +169,69 @@ async fn s3_deleting_objects_deletes_their_terms() {
     assert!(matches!(store.commit(again).await, Err(Error::NotFound { .. })), "a second delete finds nothing");
 }
 }
+
+fn line(entry: &str, account: &str, debit: bool, amount: i64) -> payrail::store::ledger::LedgerLine {
+    payrail::store::ledger::LedgerLine {
+        entry_id: entry.into(),
+        account_id: account.into(),
+        effective_at: Timestamp::from_micros(5),
+        debit,
+        amount,
+        pending: false,
+    }
+}
+
+on_both_stores! {
+/// Postings committed together (PostgreSQL groups them on one lock of the accounts) still each
+/// pass or fail on their own checks, judged in commit order: of 60 spends of 10 from 200 with
+/// `available >= 0`, exactly 20 land, every refused one changes nothing, and a duplicate unique
+/// key loses to the first taker only (SPEC G4, G6).
+#[tokio::test]
+async fn g6_grouped_postings_are_checked_one_by_one() {
+    use payrail::base::ledger::{BalanceCondition, BalanceKind, Comparison};
+    use payrail::store::ledger::AccountGuard;
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path()).await;
+    let mut open = WriteBatch::new();
+    open.push(Write::LedgerOpen { account_id: "la_hot".into(), credit_normal: true });
+    open.push(Write::LedgerOpen { account_id: "la_src".into(), credit_normal: false });
+    store.commit(open).await.unwrap();
+    let mut fund = WriteBatch::new();
+    fund.push(Write::LedgerPost { lines: vec![line("e_fund_c", "la_hot", false, 200), line("e_fund_d", "la_src", true, 200)], guards: vec![] });
+    store.commit(fund).await.unwrap();
+    let mut attempts = Vec::new();
+    for i in 0..60 {
+        let store = store.clone();
+        attempts.push(tokio::spawn(async move {
+            let guard = AccountGuard {
+                account_id: "la_hot".into(),
+                lock_version: None,
+                conditions: vec![BalanceCondition { kind: BalanceKind::Available, comparison: Comparison::Gte, value: 0, parameter: "p".into() }],
+            };
+            let mut batch = WriteBatch::new();
+            batch.push(Write::Unique { key: format!("k-{}", i % 30), parameter: "external_id".into(), message: "taken".into() });
+            batch.push(Write::LedgerPost {
+                lines: vec![line(&format!("e_{i}_d"), "la_hot", true, 10), line(&format!("e_{i}_c"), "la_src", false, 10)],
+                guards: vec![guard],
+            });
+            store.commit(batch).await
+        }));
+    }
+    let mut landed = 0;
+    for attempt in attempts {
+        match attempt.await.unwrap() {
+            Ok(()) => landed += 1,
+            Err(Error::Invalid { parameter, .. }) => assert!(parameter == "p" || parameter == "external_id", "{parameter}"),
+            Err(other) => panic!("only 422s may refuse a posting here: {other:?}"),
+        }
+    }
+    assert_eq!(landed, 20);
+    let states = store.ledger_accounts(&["la_hot".into(), "la_src".into()]).await.unwrap();
+    let hot = states.iter().find(|(id, _)| id == "la_hot").unwrap().1;
+    assert_eq!((hot.totals.posted_credits, hot.totals.posted_debits, hot.lock_version), (200, 200, 21));
+    let versions = store.ledger_entry_versions(&(0..60).map(|i| format!("e_{i}_d")).collect::<Vec<_>>()).await.unwrap();
+    let mut seen: Vec<i64> = versions.iter().map(|(_, v)| *v).collect();
+    seen.sort();
+    assert_eq!(seen, (2..=21).collect::<Vec<_>>(), "the landed entries hold the versions 2 to 21, once each");
+}
+}

@@ -4,6 +4,7 @@
 //! store keeps them; neither owns them, so neither has to import the other to name them.
 
 pub mod api_key;
+pub mod ledger;
 pub mod private_fs;
 pub mod secret_box;
 pub mod time;

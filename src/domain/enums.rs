@@ -281,6 +281,21 @@ wire_enum! {
     }
 }
 
+wire_enum! {
+    /// A ledger transaction's (and its entries') status (SPEC G2).
+    LedgerStatus, LEDGER_STATUSES, "pending, posted or archived" {
+        Pending => "pending",
+        Posted => "posted",
+        Archived => "archived",
+    }
+}
+
+/// What a ledger transaction may be reconciled to (`ledgerable_type`).
+pub const LEDGER_TRANSACTION_LEDGERABLE_TYPES: &[&str] =
+    &["expected_payment", "incoming_payment_detail", "payment_order", "return", "reversal"];
+/// What a ledger account may link to (`ledgerable_type`).
+pub const LEDGER_ACCOUNT_LEDGERABLE_TYPES: &[&str] = &["counterparty", "external_account", "internal_account", "virtual_account"];
+
 pub const CHARGE_BEARERS: &[&str] = &["shared", "sender", "receiver"];
 pub const RECONCILIATION_STATUSES: &[&str] = &["unreconciled", "tentatively_reconciled", "reconciled"];
 pub const FX_INDICATORS: &[&str] = &["fixed_to_variable", "variable_to_fixed"];

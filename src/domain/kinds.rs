@@ -11,3 +11,8 @@ pub const WEBHOOK_ENDPOINT: &str = "webhook_endpoint";
 /// The private half of a webhook endpoint: its secret and outbox cursor. Never served by any route.
 pub const WEBHOOK_ENDPOINT_STATE: &str = "webhook_endpoint_state";
 pub const WEBHOOK_DELIVERY: &str = "webhook_delivery";
+pub const LEDGER: &str = "ledger";
+pub const LEDGER_ACCOUNT: &str = "ledger_account";
+pub const LEDGER_TRANSACTION: &str = "ledger_transaction";
+pub const LEDGER_TRANSACTION_VERSION: &str = "ledger_transaction_version";
+pub const LEDGER_ENTRY: &str = "ledger_entry";

@@ -28,6 +28,20 @@ pub fn metadata_filters(pairs: &[(String, String)]) -> Vec<Filter> {
     pairs.iter().map(|(k, v)| Filter::Eq { name: format!("metadata.{k}"), value: v.clone() }).collect()
 }
 
+/// `id[]=...` as a filter, when any were given.
+pub fn any_id(ids: &[String]) -> Option<Filter> {
+    (!ids.is_empty()).then(|| Filter::IdIn(ids.to_vec()))
+}
+
+/// `name[]=...` (or a single `name=...`) as a filter on a term, when any were given.
+pub fn any_of(name: &str, values: &[String]) -> Option<Filter> {
+    match values {
+        [] => None,
+        [one] => Some(Filter::Eq { name: name.to_owned(), value: one.clone() }),
+        _ => Some(Filter::AnyOf { name: name.to_owned(), values: values.to_vec() }),
+    }
+}
+
 pub fn eq(name: &str, value: Option<&str>) -> Option<Filter> {
     value.map(|v| Filter::Eq { name: name.to_owned(), value: v.to_owned() })
 }

@@ -15,6 +15,7 @@ pub mod id;
 pub mod internal_account;
 pub mod keys;
 pub mod kinds;
+pub mod ledger;
 pub mod listing;
 pub mod money;
 pub mod payment_order;

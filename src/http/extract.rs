@@ -138,6 +138,12 @@ impl QueryParams {
         self.0.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
     }
 
+    /// Every value of `name` given as `name[]=v` or `name=v` (the SDKs send lists both ways).
+    pub fn all(&self, name: &str) -> Vec<String> {
+        let listed = format!("{name}[]");
+        self.0.iter().filter(|(k, _)| *k == listed || k == name).map(|(_, v)| v.clone()).collect()
+    }
+
     /// Every `metadata[key]=value` pair, in order.
     pub fn metadata(&self) -> Vec<(String, String)> {
         self.0

@@ -43,7 +43,7 @@ pub async fn pass(state: &AppState, step_ms: u64) -> crate::error::Result<usize>
             continue;
         }
         let ctx = state.ctx(&scope);
-        let Some(batch) = ops::bank_move(&ctx, &stored)? else { continue };
+        let Some(batch) = ops::bank_move(&ctx, &stored).await? else { continue };
         match state.store.commit(batch).await {
             Ok(()) => moved += 1,
             // A client changed the order meanwhile (a cancel won the race): look again next pass.

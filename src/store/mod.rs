@@ -7,6 +7,7 @@
 //! idempotent reply, applied atomically and durably, or not at all (SPEC I3, I8, E4, S3).
 
 pub mod key_cache;
+pub mod ledger;
 pub mod postgres;
 pub mod reply_cache;
 pub mod sql;
@@ -19,6 +20,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use crate::base::api_key::{ApiKey, KeyHash, KeyHasher, Scope};
+use crate::base::ledger::{Totals, Window};
 use crate::base::time::Timestamp;
 use crate::error::{Error, Result};
 
@@ -114,6 +116,35 @@ pub enum Write {
         parameter: String,
         message: String,
     },
+    /// Takes `key` in the store's set of unique keys (an `external_id` within its ledger); a key
+    /// already taken fails the batch with a 422 naming `parameter`. Racing batches cannot both
+    /// take it: the set is a primary key on both stores.
+    Unique {
+        key: String,
+        parameter: String,
+        message: String,
+    },
+    /// Gives a unique key back (an archived transaction's `external_id`).
+    ReleaseUnique {
+        key: String,
+    },
+    /// Starts a ledger account's sums and version at zero.
+    LedgerOpen {
+        account_id: String,
+        credit_normal: bool,
+    },
+    /// Writes ledger entries into their accounts' sums, if every guard holds after them; else
+    /// the batch fails (409 for a stale lock version, 422 for a balance condition). SPEC G2-G6.
+    LedgerPost {
+        lines: Vec<ledger::LedgerLine>,
+        guards: Vec<ledger::AccountGuard>,
+    },
+    /// Moves pending entries to posted (`post`) or archived; fails the batch with a 409 if one is
+    /// no longer pending.
+    LedgerSettle {
+        lines: Vec<ledger::LedgerLine>,
+        post: bool,
+    },
     InsertApiKey {
         key: ApiKey,
         hash: KeyHash,
@@ -208,6 +239,13 @@ pub enum Filter {
     },
     CreatedFrom(Timestamp),
     CreatedTo(Timestamp),
+    /// The object's id is one of these (`id[]=...`); an empty list matches nothing.
+    IdIn(Vec<String>),
+    /// The term's value is one of these (`status[]=...`); an empty list matches nothing.
+    AnyOf {
+        name: String,
+        values: Vec<String>,
+    },
 }
 
 /// A page request: newest first, strictly older than `after_seq`.
@@ -258,6 +296,16 @@ pub trait Store: Send + Sync + 'static {
 
     /// Objects of `kind` whose parent is one of `parent_ids`, oldest first.
     async fn children(&self, kind: &'static str, scope: &Scope, parent_ids: &[String]) -> Result<Vec<StoredObject>>;
+
+    /// The current sums and version of each of `account_ids` that exists.
+    async fn ledger_accounts(&self, account_ids: &[String]) -> Result<Vec<(String, ledger::AccountState)>>;
+
+    /// The sums of one account's live entries within `window` (SPEC G5): exact at any instant,
+    /// whatever was backdated.
+    async fn ledger_window(&self, account_id: &str, window: &Window) -> Result<Totals>;
+
+    /// The account version each of `entry_ids` was written at (for the balances it resulted in).
+    async fn ledger_entry_versions(&self, entry_ids: &[String]) -> Result<Vec<(String, i64)>>;
 
     /// Readies what serving needs and the command line does not (run once, before serving).
     async fn prepare_to_serve(&self) {}

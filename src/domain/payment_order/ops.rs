@@ -13,6 +13,7 @@ use super::{
 use crate::domain::common::{Stamp, new_id};
 use crate::domain::enums::{Direction, PaymentType, Priority};
 use crate::domain::id::Id;
+use crate::domain::ledger::transactions as ledger_transactions;
 use crate::domain::listing::{self, ListedPage, PageSpec};
 use crate::domain::money::{Amount, Currency};
 use crate::domain::time::Timestamp;
@@ -179,7 +180,6 @@ fn required<'a, T>(value: &'a Option<T>, param: &str) -> Result<&'a T> {
 }
 
 fn check_unsupported(input: &PaymentOrderInput) -> Result<()> {
-    unsupported(input.ledger_transaction.is_some(), "ledger_transaction", "ledgers")?;
     unsupported(input.ledger_transaction_id.is_some(), "ledger_transaction_id", "ledgers")?;
     unsupported(input.ultimate_originating_account_id.is_some(), "ultimate_originating_account_id", "virtual accounts")?;
     unsupported(input.documents.is_some(), "documents", "documents")
@@ -217,7 +217,10 @@ pub async fn create(ctx: &Ctx<'_>, commit: &dyn Commit, input: &PaymentOrderInpu
     require(&mut batch, ctx, internal_account::KIND, originating_id.as_str(), "originating_account_id");
     let currency = order_currency(input.currency.as_deref(), originating.currency)?;
     let receiving = receiving(ctx, &mut batch, input, payment_type).await?;
-    let order = build(ctx, input, Built { payment_type, total, direction, originating_id, currency, receiving })?;
+    let mut order = build(ctx, input, Built { payment_type, total, direction, originating_id, currency, receiving })?;
+    if let Some(given) = &input.ledger_transaction {
+        order.ledger_transaction_id = Some(ledger_transactions::stage_for_order(ctx, &mut batch, given, order.id.as_str()).await?);
+    }
     let json = to_json(&order)?;
     batch.push(Write::Insert(record(ctx, &order, json.clone())));
     batch.push(Write::Insert(event::record(ctx.scope, KIND, "created", order.id.as_str(), &json, ctx.now)?));
@@ -514,6 +517,7 @@ pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &Paymen
         }
         if let Some(to) = moved {
             batch.push(Write::Insert(event::record(ctx.scope, KIND, to.event_name(), id, &json, ctx.now)?));
+            follow_ledger(ctx, &mut batch, &order, to).await?;
         }
         commit.commit(batch, &json).await?;
         Ok(json)
@@ -521,8 +525,16 @@ pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &Paymen
     .await
 }
 
+/// Stages what the order's move to `to` does to its ledger transaction, if it has one (SPEC G7).
+async fn follow_ledger(ctx: &Ctx<'_>, batch: &mut WriteBatch, order: &PaymentOrder, to: Status) -> Result<()> {
+    let (Some(txn_id), Some(follow)) = (&order.ledger_transaction_id, to.ledger_follow()) else { return Ok(()) };
+    let return_id = order.current_return.as_ref().map(|r| r.id.clone());
+    let link = return_id.as_deref().map(|id| ("return", id));
+    ledger_transactions::follow_order(ctx, batch, txn_id, follow, link).await
+}
+
 /// The bank's next move on a stored order, as one batch (None when it has nothing to do).
-pub fn bank_move(ctx: &Ctx<'_>, stored: &StoredObject) -> Result<Option<WriteBatch>> {
+pub async fn bank_move(ctx: &Ctx<'_>, stored: &StoredObject) -> Result<Option<WriteBatch>> {
     let mut order = parse(stored)?;
     let Some(to) = bank::next_move(&order) else { return Ok(None) };
     order.status = order.status.transition(to, Actor::Bank)?;
@@ -536,6 +548,7 @@ pub fn bank_move(ctx: &Ctx<'_>, stored: &StoredObject) -> Result<Option<WriteBat
     let mut batch = WriteBatch::new();
     batch.push(Write::Replace { record: record(ctx, &order, json.clone()), expected_version: stored.version });
     batch.push(Write::Insert(event::record(ctx.scope, KIND, to.event_name(), order.id.as_str(), &json, ctx.now)?));
+    follow_ledger(ctx, &mut batch, &order, to).await?;
     Ok(Some(batch))
 }
 

@@ -60,6 +60,18 @@ pub const ALL: [Status; 13] = [
 ];
 
 impl Status {
+    /// What reaching this status does to the order's ledger transaction (SPEC G7): posted when
+    /// the money moved, archived when it never will, reversed when it came back.
+    pub fn ledger_follow(self) -> Option<crate::domain::ledger::transactions::Follow> {
+        use crate::domain::ledger::transactions::Follow;
+        match self {
+            Status::Completed => Some(Follow::Post),
+            Status::Cancelled | Status::Denied | Status::Failed | Status::Stopped => Some(Follow::Archive),
+            Status::Returned | Status::Reversed => Some(Follow::Reverse),
+            _ => None,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Pending => "pending",

@@ -15,10 +15,11 @@
 //! Durability is PostgreSQL's: the one COMMIT returns only once it is flushed, and replicated
 //! to the synchronous standby if there is one (SPEC S3, H2).
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
-use super::{Db, claims, commit_alone, db_err, faults, queue, within, writes};
+use super::{Db, claims, commit_alone, db_err, faults, ledger, queue, within, writes};
 use crate::error::{Error, Result};
+use crate::store::ledger::{self as store_ledger, AccountState, LedgerLine};
 use crate::store::sql::kind_str;
 use crate::store::{ObjectRecord, StoredReply, Write, WriteBatch, abandoned, claim_lost, reply_cache};
 
@@ -32,7 +33,17 @@ pub type Queue = queue::Queue<WriteBatch, ()>;
 
 /// Whether a batch can join a group: inserts, preconditions and its reply only.
 pub fn eligible(batch: &WriteBatch) -> bool {
-    batch.writes.iter().all(|w| matches!(w, Write::Insert(_) | Write::Require { .. } | Write::SaveReply(_)))
+    batch.writes.iter().all(|w| {
+        matches!(
+            w,
+            Write::Insert(_)
+                | Write::Require { .. }
+                | Write::SaveReply(_)
+                | Write::LedgerPost { .. }
+                | Write::LedgerOpen { .. }
+                | Write::Unique { .. }
+        )
+    })
 }
 
 /// Starts the committers; they stop when the queue's last sender is dropped.
@@ -150,10 +161,93 @@ async fn write_group(client: &deadpool_postgres::Object, group: &[Job], outcomes
             *outcome = Some(Err(abandoned()));
         }
     }
+    apply_ledger(client, group, outcomes).await?;
     let admitted: Vec<&WriteBatch> = group.iter().zip(outcomes.iter()).filter(|(_, o)| o.is_none()).map(|(job, _)| &job.item).collect();
     let (objects, replies) = tokio::join!(insert_objects(client, &admitted), insert_replies(client, &admitted));
     objects?;
     replies
+}
+
+/// The group's ledger writes (SPEC G4, G6): unique keys checked, then every posting applied in
+/// the group's order to the accounts' sums, locked once for the whole group in account-id order
+/// and checked in memory, so a hot account costs one row update per group instead of one per
+/// request. A batch whose key is taken or whose posting fails a check is left out with its
+/// error; what the others did is written in a few set-based statements.
+async fn apply_ledger(client: &deadpool_postgres::Object, group: &[Job], outcomes: &mut [Option<Result<()>>]) -> Result<()> {
+    let admitted = |outcomes: &[Option<Result<()>>]| -> Vec<usize> { (0..group.len()).filter(|i| outcomes[*i].is_none()).collect() };
+    let wanted: Vec<&str> = admitted(outcomes).into_iter().flat_map(|i| unique_keys(&group[i].item)).map(|(key, _, _)| key).collect();
+    let taken: HashSet<String> = ledger::taken_keys(client, &wanted).await?.into_iter().collect();
+    let mut named: Vec<String> = Vec::new();
+    for i in admitted(outcomes) {
+        for write in &group[i].item.writes {
+            if let Write::LedgerPost { lines, guards } = write {
+                named.extend(store_ledger::accounts_named(lines, guards));
+            }
+        }
+    }
+    named.sort();
+    named.dedup();
+    let mut states = if named.is_empty() { BTreeMap::new() } else { ledger::lock(client, &named).await? };
+    let mut claimed: HashSet<&str> = HashSet::new();
+    let (mut lines_out, mut versions_out): (Vec<&LedgerLine>, Vec<i64>) = (Vec::new(), Vec::new());
+    for i in admitted(outcomes) {
+        let batch = &group[i].item;
+        let keys: Vec<(&str, &str, &str)> = unique_keys(batch).collect();
+        if let Some((_, parameter, message)) = keys.iter().find(|(key, _, _)| taken.contains(*key) || claimed.contains(key)) {
+            outcomes[i] = Some(Err(Error::invalid(*parameter, *message)));
+            continue;
+        }
+        match post_in_memory(batch, &mut states) {
+            Ok(posted) => {
+                claimed.extend(keys.iter().map(|(key, _, _)| *key));
+                for (line, version) in posted {
+                    lines_out.push(line);
+                    versions_out.push(version);
+                }
+            }
+            Err(err) => outcomes[i] = Some(Err(err)),
+        }
+    }
+    let opens: Vec<(&str, bool)> = admitted(outcomes)
+        .into_iter()
+        .flat_map(|i| group[i].item.writes.iter())
+        .filter_map(|w| match w {
+            Write::LedgerOpen { account_id, credit_normal } => Some((account_id.as_str(), *credit_normal)),
+            _ => None,
+        })
+        .collect();
+    if !states.is_empty() {
+        ledger::store(client, &states).await?;
+    }
+    ledger::insert_postings(client, &lines_out, &versions_out).await?;
+    ledger::take_keys(client, &claimed.into_iter().collect::<Vec<_>>()).await?;
+    ledger::open_all(client, &opens).await
+}
+
+/// A batch's unique keys: (key, parameter, message).
+fn unique_keys(batch: &WriteBatch) -> impl Iterator<Item = (&str, &str, &str)> {
+    batch.writes.iter().filter_map(|w| match w {
+        Write::Unique { key, parameter, message } => Some((key.as_str(), parameter.as_str(), message.as_str())),
+        _ => None,
+    })
+}
+
+/// Applies one batch's postings to `states`, all or nothing; each line with its new version.
+fn post_in_memory<'a>(batch: &'a WriteBatch, states: &mut BTreeMap<String, AccountState>) -> Result<Vec<(&'a LedgerLine, i64)>> {
+    let mut scratch: BTreeMap<String, AccountState> = BTreeMap::new();
+    let mut posted = Vec::new();
+    for write in &batch.writes {
+        let Write::LedgerPost { lines, guards } = write else { continue };
+        for id in store_ledger::accounts_named(lines, guards) {
+            if let (false, Some(state)) = (scratch.contains_key(&id), states.get(&id)) {
+                scratch.insert(id, *state);
+            }
+        }
+        let versions = store_ledger::post(&mut scratch, lines, guards)?;
+        posted.extend(lines.iter().zip(versions));
+    }
+    states.extend(scratch);
+    Ok(posted)
 }
 
 type ReleasedClaim<'a> = (&'a str, &'a str, i64);

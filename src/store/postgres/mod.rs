@@ -14,6 +14,7 @@ mod connect;
 mod faults;
 mod group;
 mod key_watch;
+mod ledger;
 mod migrations;
 mod queue;
 mod writes;
@@ -306,6 +307,19 @@ fn list_sql(query: &ListQuery) -> (String, Vec<Box<dyn ToSql + Sync + Send>>) {
                 sql.push_str(&format!(" AND o.created_at <= ${n}"));
                 continue;
             }
+            Filter::IdIn(ids) => {
+                let n = push(&mut args, Box::new(ids.clone()));
+                sql.push_str(&format!(" AND o.id = ANY(${n})"));
+                continue;
+            }
+            Filter::AnyOf { name, values } => {
+                let n_name = push(&mut args, Box::new(name.clone()));
+                let n_values = push(&mut args, Box::new(values.clone()));
+                sql.push_str(&format!(
+                    " AND EXISTS (SELECT 1 FROM object_terms t WHERE t.object_seq = o.seq AND t.name = ${n_name} AND t.value = ANY(${n_values}))"
+                ));
+                continue;
+            }
         };
         let n_name = push(&mut args, Box::new(name.clone()));
         let n_value = push(&mut args, Box::new(value));
@@ -331,6 +345,22 @@ impl Store for PostgresStore {
         }
         self.replies.insert_committed(&saved);
         Ok(())
+    }
+
+    async fn ledger_accounts(&self, account_ids: &[String]) -> Result<Vec<(String, crate::store::ledger::AccountState)>> {
+        let rows = self.query(ledger::ACCOUNTS, &[&account_ids]).await?;
+        Ok(rows.iter().map(ledger::state_row).collect())
+    }
+
+    async fn ledger_window(&self, account_id: &str, window: &crate::base::ledger::Window) -> Result<crate::base::ledger::Totals> {
+        let client = self.db.get().await?;
+        let outcome = within(self.db.deadline, ledger::window(&client, account_id, window)).await;
+        self.db.settle(client, outcome)
+    }
+
+    async fn ledger_entry_versions(&self, entry_ids: &[String]) -> Result<Vec<(String, i64)>> {
+        let rows = self.query(ledger::ENTRY_VERSIONS, &[&entry_ids]).await?;
+        Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
     }
 
     async fn get(&self, kind: &'static str, scope: &Scope, id: &str) -> Result<Option<StoredObject>> {

@@ -9,7 +9,7 @@ use futures_util::future::join_all;
 use tokio_postgres::Statement;
 use tokio_postgres::types::ToSql;
 
-use super::db_err;
+use super::{db_err, ledger};
 use crate::base::api_key::{ApiKey, KeyHash};
 use crate::error::{Error, Result};
 use crate::store::sql::kind_str;
@@ -23,7 +23,7 @@ const RELEASE_OWN_CLAIM: &str = "DELETE FROM idempotency_claims WHERE api_key_id
 /// order; the first failure wins.
 pub async fn apply_all(tx: &Object, claim: Option<&ClaimToken>, writes: &[Write]) -> Result<()> {
     // A replace or a cap is several dependent statements; batches holding one go one write at a time.
-    let pipelined = !writes.iter().any(|write| matches!(write, Write::Replace { .. } | Write::Cap { .. }));
+    let pipelined = writes.iter().all(|write| single_statement(write).is_some());
     // Prepared first, in order, so that the pipeline's statements leave in the batch's order.
     for write in writes {
         if let Some(sql) = single_statement(write) {
@@ -93,7 +93,13 @@ const PURGE_REPLIES: &str = "DELETE FROM idempotency_replies r USING unnest($1::
 fn single_statement(write: &Write) -> Option<&'static str> {
     Some(match write {
         Write::Insert(_) => INSERT_OBJECT,
-        Write::Replace { .. } | Write::Cap { .. } => return None,
+        Write::Replace { .. }
+        | Write::Cap { .. }
+        | Write::Unique { .. }
+        | Write::ReleaseUnique { .. }
+        | Write::LedgerOpen { .. }
+        | Write::LedgerPost { .. }
+        | Write::LedgerSettle { .. } => return None,
         Write::Delete { .. } => DELETE_OBJECT,
         Write::DeleteChildren { .. } => DELETE_CHILDREN,
         Write::Require { .. } => REQUIRE,
@@ -112,6 +118,11 @@ async fn apply(tx: &Object, write: &Write) -> Result<()> {
             Write::Cap { kind, scope, max, parameter, message } => {
                 within_cap(tx, kind, scope, *max).await?.then_some(()).ok_or_else(|| Error::invalid(parameter.clone(), message.clone()))
             }
+            Write::Unique { key, parameter, message } => ledger::unique(tx, key, parameter, message).await,
+            Write::ReleaseUnique { key } => ledger::release_unique(tx, key).await,
+            Write::LedgerOpen { account_id, credit_normal } => ledger::open(tx, account_id, *credit_normal).await,
+            Write::LedgerPost { lines, guards } => ledger::post(tx, lines, guards).await,
+            Write::LedgerSettle { lines, post } => ledger::settle(tx, lines, *post).await,
             _ => Err(Error::internal("a write without a statement")),
         };
     };
@@ -137,7 +148,7 @@ async fn execute(tx: &Object, statement: &Statement, write: &Write) -> Result<u6
             tx.execute(statement, &[&ids, &names, &before.as_micros()]).await
         }
         // `single_statement` gives these none, so `apply` never sends them here.
-        Write::Replace { .. } | Write::Cap { .. } => unreachable!("a replace or a cap has no single statement"),
+        _ => unreachable!("a write of several statements has no single statement"),
     }
 }
 

@@ -13,6 +13,7 @@ const MIGRATIONS: &[(i64, Step)] = &[
     (1, Step::Sql(include_str!("migrations/0001_init.sql"))),
     (2, Step::Code(replies_into_slots)),
     (3, Step::Sql(include_str!("migrations/0003_idempotency_scope.sql"))),
+    (4, Step::Sql(include_str!("migrations/0004_ledgers.sql"))),
 ];
 
 /// Migration 2: stored replies get rowids derived from their keys (see `reply_slots`).

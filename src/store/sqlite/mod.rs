@@ -6,6 +6,7 @@
 //! that serves a SQLite file holds its lock file, so no other server can be in flight on it.
 
 mod claims;
+mod ledger;
 mod migrations;
 mod reply_keys;
 pub mod reply_slots;
@@ -28,10 +29,12 @@ use super::{
     Claim, ClaimToken, Filter, FoundKey, ListQuery, Page, Store, StoredObject, StoredReply, WriteBatch, backend_error, claim_lost,
 };
 use crate::base::api_key::{ApiKey, KeyHash, KeyHasher, Scope};
+use crate::base::ledger::{Totals, Window};
 use crate::base::private_fs;
 use crate::base::secret_box::{self, SecretBox};
 use crate::base::time::Timestamp;
 use crate::error::{Error, Result};
+use crate::store::ledger::AccountState;
 use crate::store::sql::escape_like;
 
 /// Read connections kept open.
@@ -132,18 +135,23 @@ impl SqliteStore {
     }
 
     fn read<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T> {
+        self.read_with(|conn| f(conn).map_err(row_err))
+    }
+
+    /// [`read`](Self::read) for work that fails with the crate's own errors.
+    fn read_with<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
         // The first idle connection, always searched from the first: reads run on the
         // runtime's few worker threads, so the first two or three connections serve nearly
         // all of them and keep their caches warm, and the rest stay small.
         for reader in &self.readers {
             if let Ok(conn) = reader.try_lock() {
-                return f(&conn).map_err(row_err);
+                return f(&conn);
             }
         }
         // All busy: wait for one, spreading the waiters.
         let start = self.next_reader.fetch_add(1, Ordering::Relaxed);
         let conn = self.readers[start % self.readers.len()].lock().unwrap_or_else(|p| p.into_inner());
-        f(&conn).map_err(row_err)
+        f(&conn)
     }
 
     fn reply(&self, api_key_id: &str, key: &str, now: Timestamp) -> Result<Option<StoredReply>> {
@@ -236,6 +244,11 @@ fn api_key_row(row: &Row<'_>) -> rusqlite::Result<(ApiKey, KeyHash)> {
 /// A key written by a release without idempotency scopes has none: its scope is its own id (I2).
 const API_KEY_COLUMNS: &str = "id, key_hash, name, organization_id, live_mode, created_at, updated_at, expires_at, decommissioned_at, COALESCE(idempotency_scope, id)";
 
+/// `n` comma-separated `?`, or a `NULL` that matches nothing when `n` is 0.
+fn placeholders(n: usize) -> String {
+    if n == 0 { "NULL".into() } else { vec!["?"; n].join(", ") }
+}
+
 /// Builds the SQL and parameters of a list query.
 fn list_sql(query: &ListQuery) -> (String, Vec<Value>) {
     let mut sql = String::from(
@@ -277,6 +290,15 @@ fn list_sql(query: &ListQuery) -> (String, Vec<Value>) {
             Filter::CreatedTo(at) => {
                 sql.push_str(" AND o.created_at <= ?");
                 args.push(Value::Integer(at.as_micros()));
+            }
+            Filter::IdIn(ids) => {
+                sql.push_str(&format!(" AND o.id IN ({})", placeholders(ids.len())));
+                args.extend(ids.iter().map(|id| Value::Text(id.clone())));
+            }
+            Filter::AnyOf { name, values } => {
+                sql.push_str(&term(&format!("IN ({})", placeholders(values.len()))));
+                args.push(Value::Text(name.clone()));
+                args.extend(values.iter().map(|v| Value::Text(v.clone())));
             }
         }
     }
@@ -326,6 +348,18 @@ impl Store for SqliteStore {
             self.claims.release(token);
         }
         Ok(())
+    }
+
+    async fn ledger_accounts(&self, account_ids: &[String]) -> Result<Vec<(String, AccountState)>> {
+        self.read(|conn| ledger::accounts(conn, account_ids))
+    }
+
+    async fn ledger_window(&self, account_id: &str, window: &Window) -> Result<Totals> {
+        self.read_with(|conn| ledger::window(conn, account_id, window))
+    }
+
+    async fn ledger_entry_versions(&self, entry_ids: &[String]) -> Result<Vec<(String, i64)>> {
+        self.read(|conn| ledger::entry_versions(conn, entry_ids))
     }
 
     async fn get(&self, kind: &'static str, scope: &Scope, id: &str) -> Result<Option<StoredObject>> {

@@ -11,7 +11,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use tokio::sync::oneshot;
 
-use super::{reply_slots, row_err};
+use super::{ledger, reply_slots, row_err};
 use crate::base::api_key::{ApiKey, KeyHash, Scope};
 use crate::error::{Error, Result};
 use crate::store::sql::kind_str;
@@ -177,6 +177,11 @@ fn apply(tx: &Transaction<'_>, write: &Write) -> Result<()> {
             Ok(())
         }
         Write::SaveReply(reply) => reply_slots::save(tx, reply),
+        Write::Unique { key, parameter, message } => ledger::unique(tx, key, parameter, message),
+        Write::ReleaseUnique { key } => ledger::release_unique(tx, key),
+        Write::LedgerOpen { account_id, credit_normal } => ledger::open(tx, account_id, *credit_normal),
+        Write::LedgerPost { lines, guards } => ledger::post(tx, lines, guards),
+        Write::LedgerSettle { lines, post } => ledger::settle(tx, lines, *post),
     }
 }
 

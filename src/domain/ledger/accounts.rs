@@ -1,0 +1,356 @@
+//! Ledger accounts: create, get, list, update, delete; balances current or as of an effective
+//! time or version, read from the store's sums (SPEC G3, G5), never from the document.
+
+use serde::{Deserialize, Serialize};
+
+use super::super::api_key::Scope;
+use super::super::common::new_id;
+use super::super::enums::{self, Direction};
+use super::super::listing::{self, ListedPage, PageSpec};
+use super::super::time::Timestamp;
+use super::super::validate::{self, Metadata, MetadataPatch, TEXT_LEN_MAX};
+use super::super::{Commit, Ctx, event, require, retry_on_conflict};
+use super::{BalanceQuery, LedgerCurrency, WindowedBalancesDoc, balances, external_id_key};
+use crate::base::ledger::Totals;
+use crate::error::{Error, Result};
+use crate::store::ledger::{AccountGuard, AccountState};
+use crate::store::{Filter, ObjectRecord, StoredObject, Term, Write, WriteBatch};
+
+pub const KIND: &str = super::super::kinds::LEDGER_ACCOUNT;
+
+/// A ledger account as stored: what the client set. Its balances and `lock_version` are the
+/// store's and are added when it is served ([`LedgerAccount`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AccountRecord {
+    pub id: String,
+    pub live_mode: bool,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub name: String,
+    pub description: Option<String>,
+    pub normal_balance: Direction,
+    pub currency: String,
+    pub currency_exponent: u8,
+    pub ledger_id: String,
+    pub ledgerable_id: Option<String>,
+    pub ledgerable_type: Option<String>,
+    pub external_id: Option<String>,
+    pub metadata: Metadata,
+}
+
+/// MT's `ledger_account`, as served.
+#[derive(Debug, Clone, Serialize)]
+pub struct LedgerAccount<'a> {
+    pub id: &'a str,
+    pub object: &'static str,
+    pub live_mode: bool,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub discarded_at: Option<Timestamp>,
+    pub name: &'a str,
+    pub description: Option<&'a str>,
+    pub normal_balance: Direction,
+    pub balances: WindowedBalancesDoc,
+    pub lock_version: i64,
+    pub ledger_id: &'a str,
+    pub ledgerable_id: Option<&'a str>,
+    pub external_id: Option<&'a str>,
+    pub ledgerable_type: Option<&'a str>,
+    pub metadata: &'a Metadata,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct AccountInput {
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub normal_balance: Option<String>,
+    pub ledger_id: Option<String>,
+    pub currency: Option<String>,
+    pub currency_exponent: Option<i64>,
+    #[serde(default)]
+    pub ledger_account_category_ids: Vec<String>,
+    pub ledgerable_id: Option<String>,
+    pub ledgerable_type: Option<String>,
+    pub metadata: Option<Metadata>,
+    pub external_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct AccountPatch {
+    pub name: Option<String>,
+    #[serde(default, deserialize_with = "super::super::common::nullable")]
+    pub description: Option<Option<String>>,
+    pub metadata: Option<MetadataPatch>,
+    #[serde(default, deserialize_with = "super::super::common::nullable")]
+    pub external_id: Option<Option<String>>,
+}
+
+impl AccountRecord {
+    pub fn credit_normal(&self) -> bool {
+        self.normal_balance == Direction::Credit
+    }
+
+    pub fn currency(&self) -> LedgerCurrency {
+        LedgerCurrency { code: self.currency.clone(), exponent: self.currency_exponent }
+    }
+
+    fn terms(&self) -> Vec<Term> {
+        let mut terms: Vec<Term> = listing::metadata_terms(&self.metadata).collect();
+        terms.push(Term::new("ledger_id", &self.ledger_id));
+        terms.push(Term::new("name", &self.name));
+        terms.push(Term::new("currency", &self.currency));
+        terms.push(Term::new("normal_balance", self.normal_balance.as_str()));
+        terms.extend(self.external_id.as_ref().map(|id| Term::new("external_id", id)));
+        terms
+    }
+
+    fn record(&self, scope: &Scope) -> Result<ObjectRecord> {
+        let doc = serde_json::to_string(self).map_err(|e| Error::internal(format!("ledger account: {e}")))?;
+        Ok(ObjectRecord {
+            id: self.id.clone(),
+            kind: KIND,
+            scope: scope.clone(),
+            parent_id: None,
+            created_at: self.created_at,
+            doc,
+            terms: self.terms(),
+        })
+    }
+
+    /// The account as served, with `totals` as its balances over `query`'s window.
+    pub fn served(&self, totals: &Totals, lock_version: i64, query: &BalanceQuery) -> Result<String> {
+        let b = balances(totals, self.credit_normal(), &self.currency())?;
+        let (lower, upper) = query.bounds();
+        let served = LedgerAccount {
+            id: &self.id,
+            object: KIND,
+            live_mode: self.live_mode,
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            discarded_at: None,
+            name: &self.name,
+            description: self.description.as_deref(),
+            normal_balance: self.normal_balance,
+            balances: WindowedBalancesDoc {
+                effective_at_lower_bound: lower,
+                effective_at_upper_bound: upper,
+                pending_balance: b.pending_balance,
+                posted_balance: b.posted_balance,
+                available_balance: b.available_balance,
+            },
+            lock_version,
+            ledger_id: &self.ledger_id,
+            ledgerable_id: self.ledgerable_id.as_deref(),
+            external_id: self.external_id.as_deref(),
+            ledgerable_type: self.ledgerable_type.as_deref(),
+            metadata: &self.metadata,
+        };
+        serde_json::to_string(&served).map_err(|e| Error::internal(format!("ledger account: {e}")))
+    }
+}
+
+pub fn parse(stored: &StoredObject) -> Result<AccountRecord> {
+    serde_json::from_str(&stored.doc).map_err(|e| Error::internal(format!("stored ledger account {}: {e}", stored.id)))
+}
+
+impl AccountInput {
+    fn build(&self, ctx: &Ctx<'_>) -> Result<AccountRecord> {
+        if !self.ledger_account_category_ids.is_empty() {
+            return Err(Error::invalid("ledger_account_category_ids", "ledger account categories are not supported by Payrail yet"));
+        }
+        let currency = LedgerCurrency::parse(self.currency.as_deref().ok_or_else(|| Error::missing("currency"))?, self.currency_exponent)?;
+        let normal_balance =
+            Direction::parse("normal_balance", self.normal_balance.as_deref().ok_or_else(|| Error::missing("normal_balance"))?)?;
+        let ledgerable_type = self
+            .ledgerable_type
+            .as_deref()
+            .map(|t| validate::one_of("ledgerable_type", t, enums::LEDGER_ACCOUNT_LEDGERABLE_TYPES))
+            .transpose()?;
+        let ledgerable_id = self.ledgerable_id.as_deref().map(|id| validate::id("ledgerable_id", id)).transpose()?;
+        if ledgerable_id.is_some() != ledgerable_type.is_some() {
+            let missing = if ledgerable_id.is_some() { "ledgerable_type" } else { "ledgerable_id" };
+            return Err(Error::invalid(missing, "ledgerable_id and ledgerable_type go together"));
+        }
+        Ok(AccountRecord {
+            id: new_id(),
+            live_mode: ctx.scope.live_mode,
+            created_at: ctx.now,
+            updated_at: ctx.now,
+            name: validate::text("name", self.name.as_deref().ok_or_else(|| Error::missing("name"))?, TEXT_LEN_MAX)?,
+            description: validate::opt_text("description", self.description.as_deref(), TEXT_LEN_MAX)?,
+            normal_balance,
+            currency: currency.code,
+            currency_exponent: currency.exponent,
+            ledger_id: validate::id("ledger_id", self.ledger_id.as_deref().ok_or_else(|| Error::missing("ledger_id"))?)?,
+            ledgerable_id,
+            ledgerable_type,
+            external_id: validate::opt_text("external_id", self.external_id.as_deref(), TEXT_LEN_MAX)?,
+            metadata: validate::metadata("metadata", self.metadata.as_ref())?,
+        })
+    }
+}
+
+fn take_external_id(batch: &mut WriteBatch, account: &AccountRecord) {
+    if let Some(external_id) = &account.external_id {
+        batch.push(Write::Unique {
+            key: external_id_key(KIND, &account.ledger_id, external_id),
+            parameter: "external_id".into(),
+            message: "external_id is already taken by another ledger account of this ledger".into(),
+        });
+    }
+}
+
+pub async fn create(ctx: &Ctx<'_>, commit: &dyn Commit, input: &AccountInput) -> Result<String> {
+    let account = input.build(ctx)?;
+    let mut batch = WriteBatch::new();
+    require(ctx, &mut batch, super::super::kinds::LEDGER, &account.ledger_id, "ledger_id").await?;
+    take_external_id(&mut batch, &account);
+    let json = account.served(&Totals::default(), 0, &BalanceQuery::default())?;
+    batch.push(Write::Insert(account.record(ctx.scope)?));
+    batch.push(Write::LedgerOpen { account_id: account.id.clone(), credit_normal: account.credit_normal() });
+    batch.push(Write::Insert(event::record(ctx.scope, KIND, "created", &account.id, &json, ctx.now)?));
+    commit.commit(batch, &json).await?;
+    Ok(json)
+}
+
+/// Renders stored accounts with their balances over `query`.
+pub async fn render(ctx: &Ctx<'_>, stored: &[StoredObject], query: &BalanceQuery) -> Result<Vec<String>> {
+    let records = stored.iter().map(parse).collect::<Result<Vec<_>>>()?;
+    let ids: Vec<String> = records.iter().map(|r| r.id.clone()).collect();
+    let states = ctx.store.ledger_accounts(&ids).await?;
+    let mut out = Vec::with_capacity(records.len());
+    for record in &records {
+        let state = states
+            .iter()
+            .find(|(id, _)| *id == record.id)
+            .map(|(_, s)| *s)
+            .ok_or_else(|| Error::internal("a ledger account without sums"))?;
+        let totals = if query.is_current() { state.totals } else { ctx.store.ledger_window(&record.id, &query.window()).await? };
+        out.push(record.served(&totals, state.lock_version, query)?);
+    }
+    Ok(out)
+}
+
+pub async fn get(ctx: &Ctx<'_>, id: &str, query: &BalanceQuery) -> Result<String> {
+    let stored = ctx.store.get(KIND, ctx.scope, id).await?.ok_or_else(|| Error::not_found("ledger account"))?;
+    Ok(render(ctx, std::slice::from_ref(&stored), query).await?.remove(0))
+}
+
+/// The accounts of the caller's scope among `ids`, with their current state: what a posting
+/// checks its entries against before the store checks them again at commit.
+pub async fn load(ctx: &Ctx<'_>, ids: &[String]) -> Result<Vec<(AccountRecord, AccountState)>> {
+    let mut out = Vec::with_capacity(ids.len());
+    let states = ctx.store.ledger_accounts(ids).await?;
+    for id in ids {
+        let Some(stored) = ctx.store.get(KIND, ctx.scope, id).await? else { continue };
+        let state =
+            states.iter().find(|(i, _)| i == id).map(|(_, s)| *s).ok_or_else(|| Error::internal("a ledger account without sums"))?;
+        out.push((parse(&stored)?, state));
+    }
+    Ok(out)
+}
+
+#[derive(Debug, Default)]
+pub struct AccountFilter {
+    pub ids: Vec<String>,
+    pub names: Vec<String>,
+    pub ledger_id: Option<String>,
+    pub external_id: Option<String>,
+    pub currency: Option<String>,
+    pub normal_balance: Option<String>,
+    pub metadata: Vec<(String, String)>,
+    pub created_from: Option<Timestamp>,
+    pub created_to: Option<Timestamp>,
+}
+
+pub async fn list(ctx: &Ctx<'_>, filter: &AccountFilter, query: &BalanceQuery, page: PageSpec) -> Result<ListedPage> {
+    if let Some(normal) = &filter.normal_balance {
+        Direction::parse("normal_balance", normal)?;
+    }
+    let mut filters: Vec<Filter> = [
+        listing::any_id(&filter.ids),
+        listing::any_of("name", &filter.names),
+        listing::eq("ledger_id", filter.ledger_id.as_deref()),
+        listing::eq("external_id", filter.external_id.as_deref()),
+        listing::eq("currency", filter.currency.as_deref()),
+        listing::eq("normal_balance", filter.normal_balance.as_deref()),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    filters.extend(listing::metadata_filters(&filter.metadata));
+    filters.extend(filter.created_from.map(Filter::CreatedFrom));
+    filters.extend(filter.created_to.map(Filter::CreatedTo));
+    let found = listing::fetch(ctx, KIND, filters, page).await?;
+    let docs = render(ctx, &found.items, query).await?;
+    Ok(ListedPage { json: listing::json_array(docs.iter().map(String::as_str)), next_seq: found.next_seq })
+}
+
+pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &AccountPatch) -> Result<String> {
+    retry_on_conflict(|| async {
+        let stored = ctx.store.get(KIND, ctx.scope, id).await?.ok_or_else(|| Error::not_found("ledger account"))?;
+        let mut account = parse(&stored)?;
+        let before = account.clone();
+        if let Some(name) = &patch.name {
+            account.name = validate::text("name", name, TEXT_LEN_MAX)?;
+        }
+        if let Some(description) = &patch.description {
+            account.description = validate::opt_text("description", description.as_deref(), TEXT_LEN_MAX)?;
+        }
+        if let Some(metadata) = &patch.metadata {
+            account.metadata = validate::merge_metadata("metadata", &account.metadata, metadata)?;
+        }
+        if let Some(external_id) = &patch.external_id {
+            account.external_id = validate::opt_text("external_id", external_id.as_deref(), TEXT_LEN_MAX)?;
+        }
+        account.updated_at = ctx.now;
+        let mut batch = WriteBatch::new();
+        if account.external_id != before.external_id {
+            if let Some(old) = &before.external_id {
+                batch.push(Write::ReleaseUnique { key: external_id_key(KIND, &before.ledger_id, old) });
+            }
+            take_external_id(&mut batch, &account);
+        }
+        let json = render_one(ctx, &account).await?;
+        batch.push(Write::Replace { record: account.record(ctx.scope)?, expected_version: stored.version });
+        batch.push(Write::Insert(event::record(ctx.scope, KIND, "updated", id, &json, ctx.now)?));
+        commit.commit(batch, &json).await?;
+        Ok(json)
+    })
+    .await
+}
+
+async fn render_one(ctx: &Ctx<'_>, account: &AccountRecord) -> Result<String> {
+    let states = ctx.store.ledger_accounts(std::slice::from_ref(&account.id)).await?;
+    let (_, state) = states.first().ok_or_else(|| Error::internal("a ledger account without sums"))?;
+    account.served(&state.totals, state.lock_version, &BalanceQuery::default())
+}
+
+/// Deletes an account no entry was ever written to (MT answers 200 with the account). The
+/// store checks again at commit that it is still at version 0, so a racing posting either
+/// lands first (and the delete is refused) or finds the account gone.
+pub async fn delete(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str) -> Result<String> {
+    let stored = ctx.store.get(KIND, ctx.scope, id).await?.ok_or_else(|| Error::not_found("ledger account"))?;
+    let account = parse(&stored)?;
+    let states = ctx.store.ledger_accounts(std::slice::from_ref(&account.id)).await?;
+    let (_, state) = states.first().ok_or_else(|| Error::internal("a ledger account without sums"))?;
+    if state.lock_version > 0 {
+        return Err(Error::invalid("id", "entries were written to this ledger account; it cannot be deleted"));
+    }
+    let mut served: serde_json::Value = serde_json::from_str(&account.served(&state.totals, 0, &BalanceQuery::default())?)
+        .map_err(|e| Error::internal(format!("ledger account: {e}")))?;
+    served["discarded_at"] = serde_json::json!(ctx.now);
+    let json = served.to_string();
+    let mut batch = WriteBatch::new();
+    // The document first, then the sums: the order every posting locks them in (its accounts'
+    // documents, then their sums), so the two can only queue, never deadlock.
+    batch.push(Write::Delete { kind: KIND, scope: ctx.scope.clone(), id: id.to_owned() });
+    let guard = AccountGuard { account_id: account.id.clone(), lock_version: Some((0, "id".into())), conditions: vec![] };
+    batch.push(Write::LedgerPost { lines: vec![], guards: vec![guard] });
+    if let Some(old) = &account.external_id {
+        batch.push(Write::ReleaseUnique { key: external_id_key(KIND, &account.ledger_id, old) });
+    }
+    batch.push(Write::Insert(event::record(ctx.scope, KIND, "deleted", id, &json, ctx.now)?));
+    commit.commit(batch, &json).await?;
+    Ok(json)
+}

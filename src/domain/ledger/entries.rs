@@ -1,0 +1,151 @@
+//! Ledger entries: one side of a ledger transaction on one account. Written with their
+//! transaction (see `transactions`), read here: get, list, and the balances each resulted in
+//! (`show_balances`), summed by the store from the entries up to it in effective order (G5).
+//! An entry's metadata is changed with its transaction's copy (`transactions::update_entry`).
+
+use serde::{Deserialize, Serialize};
+
+use super::super::Ctx;
+use super::super::api_key::Scope;
+use super::super::enums::{Direction, LedgerStatus};
+use super::super::listing::{self, ListedPage, PageSpec};
+use super::super::time::Timestamp;
+use super::super::validate::Metadata;
+use super::{BalancesDoc, LedgerCurrency, balances};
+use crate::base::ledger::Window;
+use crate::error::{Error, Result};
+use crate::store::{Filter, ObjectRecord, StoredObject, Term};
+
+pub const KIND: &str = super::super::kinds::LEDGER_ENTRY;
+
+/// MT's `ledger_entry`, as stored and served (`resulting_ledger_account_balances` is filled in
+/// only when asked for, never stored).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LedgerEntry {
+    pub id: String,
+    pub object: String,
+    pub live_mode: bool,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub discarded_at: Option<Timestamp>,
+    pub amount: i64,
+    pub amount_string: String,
+    pub effective_at: Timestamp,
+    pub direction: Direction,
+    pub status: LedgerStatus,
+    pub ledger_account_id: String,
+    /// The `lock_version` the request gave for this entry, if it gave one.
+    pub ledger_account_lock_version: Option<i64>,
+    pub ledger_account_currency: String,
+    pub ledger_account_currency_exponent: u8,
+    pub ledger_transaction_id: String,
+    pub resulting_ledger_account_balances: Option<BalancesDoc>,
+    pub metadata: Metadata,
+}
+
+impl LedgerEntry {
+    pub fn terms(&self, ledger_id: &str) -> Vec<Term> {
+        let mut terms: Vec<Term> = listing::metadata_terms(&self.metadata).collect();
+        terms.push(Term::new("ledger_account_id", &self.ledger_account_id));
+        terms.push(Term::new("ledger_transaction_id", &self.ledger_transaction_id));
+        terms.push(Term::new("ledger_id", ledger_id));
+        terms.push(Term::new("direction", self.direction.as_str()));
+        terms.push(Term::new("status", self.status.as_str()));
+        terms.push(Term::new("effective_at", self.effective_at.to_string()));
+        terms
+    }
+
+    pub fn record(&self, scope: &Scope, ledger_id: &str) -> Result<ObjectRecord> {
+        Ok(ObjectRecord {
+            id: self.id.clone(),
+            kind: KIND,
+            scope: scope.clone(),
+            parent_id: Some(self.ledger_transaction_id.clone()),
+            created_at: self.created_at,
+            doc: to_json(self)?,
+            terms: self.terms(ledger_id),
+        })
+    }
+
+    pub fn currency(&self) -> LedgerCurrency {
+        LedgerCurrency { code: self.ledger_account_currency.clone(), exponent: self.ledger_account_currency_exponent }
+    }
+}
+
+pub fn to_json(entry: &LedgerEntry) -> Result<String> {
+    serde_json::to_string(entry).map_err(|e| Error::internal(format!("ledger entry: {e}")))
+}
+
+pub fn parse(stored: &StoredObject) -> Result<LedgerEntry> {
+    serde_json::from_str(&stored.doc).map_err(|e| Error::internal(format!("stored ledger entry {}: {e}", stored.id)))
+}
+
+/// Fills in each live entry's resulting balances: the sums of its account's entries up to and
+/// including it, in effective order (effective time, then the account's version).
+pub async fn with_balances(ctx: &Ctx<'_>, entries: &mut [LedgerEntry]) -> Result<()> {
+    let ids: Vec<String> = entries.iter().map(|e| e.id.clone()).collect();
+    let versions = ctx.store.ledger_entry_versions(&ids).await?;
+    let states = ctx.store.ledger_accounts(&entries.iter().map(|e| e.ledger_account_id.clone()).collect::<Vec<_>>()).await?;
+    for entry in entries.iter_mut() {
+        let version = versions.iter().find(|(id, _)| *id == entry.id).map(|(_, v)| *v);
+        let credit_normal = states.iter().find(|(id, _)| *id == entry.ledger_account_id).map(|(_, s)| s.credit_normal);
+        let (Some(version), Some(credit_normal)) = (version, credit_normal) else { continue };
+        if entry.status == LedgerStatus::Archived {
+            continue;
+        }
+        let window = Window { through_entry: Some((entry.effective_at.as_micros(), version)), ..Window::default() };
+        let totals = ctx.store.ledger_window(&entry.ledger_account_id, &window).await?;
+        entry.resulting_ledger_account_balances = Some(balances(&totals, credit_normal, &entry.currency())?);
+    }
+    Ok(())
+}
+
+pub async fn get(ctx: &Ctx<'_>, id: &str, show_balances: bool) -> Result<String> {
+    let stored = ctx.store.get(KIND, ctx.scope, id).await?.ok_or_else(|| Error::not_found("ledger entry"))?;
+    let mut entry = parse(&stored)?;
+    if show_balances {
+        with_balances(ctx, std::slice::from_mut(&mut entry)).await?;
+    }
+    to_json(&entry)
+}
+
+#[derive(Debug, Default)]
+pub struct EntryFilter {
+    pub ids: Vec<String>,
+    pub ledger_account_id: Option<String>,
+    pub ledger_transaction_id: Option<String>,
+    pub direction: Option<String>,
+    pub statuses: Vec<String>,
+    pub effective: Vec<Filter>,
+    pub metadata: Vec<(String, String)>,
+    pub show_balances: bool,
+}
+
+pub async fn list(ctx: &Ctx<'_>, filter: &EntryFilter, page: PageSpec) -> Result<ListedPage> {
+    if let Some(direction) = &filter.direction {
+        Direction::parse("direction", direction)?;
+    }
+    for status in &filter.statuses {
+        LedgerStatus::parse("status", status)?;
+    }
+    let mut filters: Vec<Filter> = [
+        listing::any_id(&filter.ids),
+        listing::eq("ledger_account_id", filter.ledger_account_id.as_deref()),
+        listing::eq("ledger_transaction_id", filter.ledger_transaction_id.as_deref()),
+        listing::eq("direction", filter.direction.as_deref()),
+        listing::any_of("status", &filter.statuses),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    filters.extend(filter.effective.iter().cloned());
+    filters.extend(listing::metadata_filters(&filter.metadata));
+    if !filter.show_balances {
+        return listing::stored_page(ctx, KIND, filters, page).await;
+    }
+    let found = listing::fetch(ctx, KIND, filters, page).await?;
+    let mut entries = found.items.iter().map(parse).collect::<Result<Vec<_>>>()?;
+    with_balances(ctx, &mut entries).await?;
+    let docs = entries.iter().map(to_json).collect::<Result<Vec<_>>>()?;
+    Ok(ListedPage { json: listing::json_array(docs.iter().map(String::as_str)), next_seq: found.next_seq })
+}

@@ -1,0 +1,253 @@
+//! Ledgers (SPEC G): Modern Treasury's double-entry Ledgers API.
+//!
+//! Ledgers, their accounts, transactions and entries are documents like every resource; what
+//! must change atomically with them (each account's running sums and version, the uniqueness
+//! of an `external_id`) is kept by the store beside them and moved in the same commit by
+//! `Write::LedgerPost` and `Write::LedgerSettle`, whose checks (`base::ledger`) the store runs on
+//! the values it holds at that moment. So a balance condition or a `lock_version` is judged
+//! against the truth, not against a read that a racing writer has since made stale (G4, G6).
+//!
+//! Balances are never stored in documents: an account's document holds what the client set,
+//! and its balances and `lock_version` are read from the store's sums each time it is served.
+
+pub mod accounts;
+pub mod entries;
+pub mod ledgers;
+pub mod transactions;
+
+use serde::{Deserialize, Serialize};
+
+use super::listing::time_bound;
+use super::money::Currency;
+use super::time::Timestamp;
+use crate::base::ledger::{BalanceKind, Totals, Window};
+use crate::error::{Error, Result};
+
+/// Digits after the decimal point a ledger currency may have at most.
+pub const CURRENCY_EXPONENT_MAX: u8 = 18;
+/// Length of a currency code outside ISO 4217 (a token, points...) at most.
+pub const CURRENCY_CODE_LEN_MAX: usize = 16;
+
+/// A ledger account's currency: an ISO 4217 code with its own exponent, or any code (a token,
+/// loyalty points) with the exponent the client gives, as Modern Treasury allows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LedgerCurrency {
+    pub code: String,
+    pub exponent: u8,
+}
+
+impl LedgerCurrency {
+    pub fn parse(code: &str, exponent: Option<i64>) -> Result<Self> {
+        let exponent = exponent
+            .map(|e| {
+                u8::try_from(e)
+                    .ok()
+                    .filter(|e| *e <= CURRENCY_EXPONENT_MAX)
+                    .ok_or_else(|| Error::invalid("currency_exponent", format!("currency_exponent must be 0 to {CURRENCY_EXPONENT_MAX}")))
+            })
+            .transpose()?;
+        if let Ok(iso) = Currency::parse("currency", code) {
+            if exponent.is_some_and(|e| e != iso.exponent()) {
+                return Err(Error::invalid(
+                    "currency_exponent",
+                    format!(
+                        "{} has {} digits after the point; currency_exponent must be {} or absent",
+                        iso.code(),
+                        iso.exponent(),
+                        iso.exponent()
+                    ),
+                ));
+            }
+            return Ok(LedgerCurrency { code: iso.code().to_owned(), exponent: iso.exponent() });
+        }
+        let well_formed = !code.is_empty() && code.len() <= CURRENCY_CODE_LEN_MAX && code.bytes().all(|b| b.is_ascii_alphanumeric());
+        if !well_formed {
+            return Err(Error::invalid("currency", format!("currency must be a code of 1 to {CURRENCY_CODE_LEN_MAX} letters and digits")));
+        }
+        let exponent = exponent.ok_or_else(|| {
+            Error::invalid("currency_exponent", format!("{code} is not an ISO 4217 currency: currency_exponent is required"))
+        })?;
+        Ok(LedgerCurrency { code: code.to_owned(), exponent })
+    }
+}
+
+/// One balance as served: MT's `ledger_balance`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BalanceDoc {
+    pub credits: i64,
+    pub credits_string: String,
+    pub debits: i64,
+    pub debits_string: String,
+    pub amount: i64,
+    pub amount_string: String,
+    pub currency: String,
+    pub currency_exponent: u8,
+}
+
+/// MT's `ledger_balances`: the three balances.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BalancesDoc {
+    pub pending_balance: BalanceDoc,
+    pub posted_balance: BalanceDoc,
+    pub available_balance: BalanceDoc,
+}
+
+/// MT's `ledger_balances_with_effective_at`: the balances and the window they cover.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct WindowedBalancesDoc {
+    pub effective_at_lower_bound: Option<Timestamp>,
+    pub effective_at_upper_bound: Option<Timestamp>,
+    pub pending_balance: BalanceDoc,
+    pub posted_balance: BalanceDoc,
+    pub available_balance: BalanceDoc,
+}
+
+/// Renders `totals` as the three balances of an account of `currency`.
+pub fn balances(totals: &Totals, credit_normal: bool, currency: &LedgerCurrency) -> Result<BalancesDoc> {
+    let one = |kind| -> Result<BalanceDoc> {
+        let b = totals.balance(kind, credit_normal)?;
+        Ok(BalanceDoc {
+            credits: b.credits,
+            credits_string: b.credits.to_string(),
+            debits: b.debits,
+            debits_string: b.debits.to_string(),
+            amount: b.amount,
+            amount_string: b.amount.to_string(),
+            currency: currency.code.clone(),
+            currency_exponent: currency.exponent,
+        })
+    };
+    Ok(BalancesDoc {
+        pending_balance: one(BalanceKind::Pending)?,
+        posted_balance: one(BalanceKind::Posted)?,
+        available_balance: one(BalanceKind::Available)?,
+    })
+}
+
+/// Which balances a read asks for (`balances[...]` query parameters, SPEC G5).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BalanceQuery {
+    /// Inclusive lower bound of effective time.
+    pub lower: Option<Timestamp>,
+    /// Upper bound of effective time, inclusive (`effective_at`, `as_of_date`) or exclusive
+    /// (`effective_at_upper_bound`).
+    pub upper: Option<(Timestamp, bool)>,
+    pub as_of_lock_version: Option<i64>,
+}
+
+impl BalanceQuery {
+    /// Reads `balances[effective_at]`, `balances[as_of_date]` (the end of that UTC day),
+    /// `balances[effective_at_lower_bound]` (inclusive), `balances[effective_at_upper_bound]`
+    /// (exclusive) and `balances[as_of_lock_version]`. `get` looks a query parameter up.
+    pub fn parse<'a>(get: impl Fn(&str) -> Option<&'a str>) -> Result<Self> {
+        let at = |name: &str, upper: bool| time_bound(name, get(name), upper);
+        let effective_at = at("balances[effective_at]", true)?;
+        let as_of_date = match get("balances[as_of_date]") {
+            Some(date) => Some(parse_date("balances[as_of_date]", date)?.plus_secs(86_400).plus_micros(-1)),
+            None => None,
+        };
+        let lower = at("balances[effective_at_lower_bound]", false)?;
+        let upper_exclusive = at("balances[effective_at_upper_bound]", false)?;
+        let inclusive = [effective_at, as_of_date].into_iter().flatten().min();
+        let upper = match (inclusive, upper_exclusive) {
+            (Some(_), Some(_)) => {
+                return Err(Error::invalid(
+                    "balances[effective_at_upper_bound]",
+                    "give balances[effective_at] or balances[as_of_date], or balances[effective_at_upper_bound], not both",
+                ));
+            }
+            (Some(at), None) => Some((at, true)),
+            (None, Some(at)) => Some((at, false)),
+            (None, None) => None,
+        };
+        let as_of_lock_version = match get("balances[as_of_lock_version]") {
+            Some(v) => Some(v.parse::<i64>().ok().filter(|v| *v >= 0).ok_or_else(|| {
+                Error::invalid("balances[as_of_lock_version]", "balances[as_of_lock_version] must be a whole number, 0 or more")
+            })?),
+            None => None,
+        };
+        Ok(BalanceQuery { lower, upper, as_of_lock_version })
+    }
+
+    pub fn is_current(&self) -> bool {
+        *self == BalanceQuery::default()
+    }
+
+    pub fn window(&self) -> Window {
+        Window {
+            from_micros: self.lower.map(Timestamp::as_micros),
+            to_micros: self.upper.map(|(at, _)| at.as_micros()),
+            through_inclusive: self.upper.is_some_and(|(_, inclusive)| inclusive),
+            upto_version: self.as_of_lock_version,
+            through_entry: None,
+        }
+    }
+
+    /// The bounds the reply names: the upper one as MT's exclusive bound.
+    pub fn bounds(&self) -> (Option<Timestamp>, Option<Timestamp>) {
+        let upper = self.upper.map(|(at, inclusive)| if inclusive { at.plus_micros(1) } else { at });
+        (self.lower, upper)
+    }
+}
+
+/// A `YYYY-MM-DD` date as its first instant (UTC).
+pub fn parse_date(param: &str, text: &str) -> Result<Timestamp> {
+    let well_formed = text.len() == 10 && text.as_bytes()[4] == b'-' && text.as_bytes()[7] == b'-';
+    well_formed
+        .then(|| Timestamp::parse_rfc3339(&format!("{text}T00:00:00Z")))
+        .flatten()
+        .ok_or_else(|| Error::invalid(param, format!("{param} must be a date (YYYY-MM-DD)")))
+}
+
+/// The UTC date of an instant, `YYYY-MM-DD`.
+pub fn date_of(at: Timestamp) -> String {
+    at.to_string()[..10].to_owned()
+}
+
+/// Effective times Payrail keeps: years 1 to 9999, so their text sorts as the instants do
+/// (lists filter on it).
+pub fn effective_at(param: &str, text: &str) -> Result<Timestamp> {
+    let at = Timestamp::parse_rfc3339(text).ok_or_else(|| Error::invalid(param, format!("{param} must be an RFC 3339 date-time")))?;
+    let first = Timestamp::parse_rfc3339("0001-01-01T00:00:00Z").expect("a valid instant");
+    let last = Timestamp::parse_rfc3339("9999-12-31T23:59:59.999999Z").expect("a valid instant");
+    if at < first || at > last {
+        return Err(Error::invalid(param, format!("{param} must lie between the years 1 and 9999")));
+    }
+    Ok(at)
+}
+
+/// The unique-key namespace of a ledger's `external_id`s of `kind`.
+pub fn external_id_key(kind: &str, ledger_id: &str, external_id: &str) -> String {
+    format!("{kind}.external_id:{ledger_id}:{external_id}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn currencies_iso_and_custom() {
+        assert_eq!(LedgerCurrency::parse("USD", None).unwrap(), LedgerCurrency { code: "USD".into(), exponent: 2 });
+        assert!(LedgerCurrency::parse("USD", Some(3)).is_err());
+        assert_eq!(LedgerCurrency::parse("POINTS", Some(0)).unwrap().exponent, 0);
+        assert!(LedgerCurrency::parse("POINTS", None).is_err());
+        assert!(LedgerCurrency::parse("no way", Some(2)).is_err());
+        assert!(LedgerCurrency::parse("XYZ", Some(19)).is_err());
+    }
+
+    #[test]
+    fn g5_balance_queries() {
+        let q = BalanceQuery::parse(|name| (name == "balances[as_of_date]").then_some("2026-01-31")).unwrap();
+        let (at, inclusive) = q.upper.unwrap();
+        assert!(inclusive);
+        assert_eq!(at.to_string(), "2026-01-31T23:59:59.999999Z");
+        assert_eq!(q.bounds().1.unwrap().to_string(), "2026-02-01T00:00:00.000000Z");
+        let both = |name: &str| match name {
+            "balances[effective_at]" => Some("2026-01-01T00:00:00Z"),
+            "balances[effective_at_upper_bound]" => Some("2026-01-02T00:00:00Z"),
+            _ => None,
+        };
+        assert!(BalanceQuery::parse(both).is_err());
+        assert!(BalanceQuery::parse(|_| None).unwrap().is_current());
+    }
+}

@@ -1,0 +1,212 @@
+//! Ledger writes and reads on PostgreSQL (see `store::ledger`). A posting locks its accounts'
+//! rows in one statement, in account-id order (`ORDER BY ... FOR UPDATE` locks rows as the sort
+//! returns them), so concurrent postings on any instance queue on the rows they share and can
+//! never deadlock each other; the checks run on the locked values, and the new values and the
+//! entries are written in two more statements before the batch's COMMIT (SPEC G4, G6).
+
+use std::collections::BTreeMap;
+
+use deadpool_postgres::GenericClient;
+use tokio_postgres::Row;
+
+use super::db_err;
+use crate::base::ledger::{Totals, Window};
+use crate::error::{Error, Result};
+use crate::store::ledger::{self, AccountGuard, AccountState, Change, LedgerLine, Piece, STATUS_ARCHIVED, STATUS_PENDING, STATUS_POSTED};
+
+const LOCK_ACCOUNTS: &str = "SELECT account_id, credit_normal, posted_debits, posted_credits, pending_debits, pending_credits, lock_version
+     FROM ledger_account_sums WHERE account_id = ANY($1) ORDER BY account_id FOR UPDATE";
+const STORE_ACCOUNTS: &str = "UPDATE ledger_account_sums AS s
+     SET posted_debits = n.pd, posted_credits = n.pc, pending_debits = n.qd, pending_credits = n.qc, lock_version = n.v
+     FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[]) AS n(id, pd, pc, qd, qc, v)
+     WHERE s.account_id = n.id";
+const INSERT_POSTINGS: &str = "INSERT INTO ledger_postings (entry_id, account_id, effective_at, version, status, debit, amount)
+     SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::smallint[], $6::boolean[], $7::bigint[])";
+const SETTLE_POSTINGS: &str = "UPDATE ledger_postings SET status = $2 WHERE entry_id = ANY($1) AND status = 0";
+pub const ACCOUNTS: &str = "SELECT account_id, credit_normal, posted_debits, posted_credits, pending_debits, pending_credits, lock_version
+     FROM ledger_account_sums WHERE account_id = ANY($1)";
+const SUM_BUCKETS: &str = "SELECT coalesce(sum(b.posted_debits), 0)::bigint, coalesce(sum(b.posted_credits), 0)::bigint,
+       coalesce(sum(b.pending_debits), 0)::bigint, coalesce(sum(b.pending_credits), 0)::bigint
+     FROM unnest($2::smallint[], $3::bigint[], $4::bigint[]) AS r(level, lo, hi)
+     JOIN ledger_buckets b ON b.account_id = $1 AND b.level = r.level AND b.bucket >= r.lo AND b.bucket < r.hi";
+const SUM_ENTRIES: &str = "SELECT status, debit, sum(amount)::bigint FROM ledger_postings
+     WHERE account_id = $1 AND status <> 2 AND effective_at >= $2 AND effective_at <= $3 AND version <= $4
+     GROUP BY status, debit";
+const ADD_TO_BUCKETS: &str =
+    "INSERT INTO ledger_buckets (account_id, level, bucket, posted_debits, posted_credits, pending_debits, pending_credits)
+     SELECT * FROM unnest($1::text[], $2::smallint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[])
+     ON CONFLICT (account_id, level, bucket) DO UPDATE SET
+       posted_debits = ledger_buckets.posted_debits + EXCLUDED.posted_debits,
+       posted_credits = ledger_buckets.posted_credits + EXCLUDED.posted_credits,
+       pending_debits = ledger_buckets.pending_debits + EXCLUDED.pending_debits,
+       pending_credits = ledger_buckets.pending_credits + EXCLUDED.pending_credits";
+pub const ENTRY_VERSIONS: &str = "SELECT entry_id, version FROM ledger_postings WHERE entry_id = ANY($1)";
+
+pub async fn open(tx: &impl GenericClient, account_id: &str, credit_normal: bool) -> Result<()> {
+    let sql = "INSERT INTO ledger_account_sums (account_id, credit_normal) VALUES ($1, $2)";
+    tx.execute(sql, &[&account_id, &credit_normal]).await.map_err(db_err)?;
+    Ok(())
+}
+
+pub async fn post(tx: &impl GenericClient, lines: &[LedgerLine], guards: &[AccountGuard]) -> Result<()> {
+    let mut accounts = lock(tx, &ledger::accounts_named(lines, guards)).await?;
+    let versions = ledger::post(&mut accounts, lines, guards)?;
+    store(tx, &accounts).await?;
+    let lines: Vec<&LedgerLine> = lines.iter().collect();
+    insert_postings(tx, &lines, &versions).await
+}
+
+/// Writes entries' rows, each with the account version its write made.
+pub async fn insert_postings(tx: &impl GenericClient, lines: &[&LedgerLine], versions: &[i64]) -> Result<()> {
+    if lines.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<&str> = lines.iter().map(|l| l.entry_id.as_str()).collect();
+    let account_ids: Vec<&str> = lines.iter().map(|l| l.account_id.as_str()).collect();
+    let at: Vec<i64> = lines.iter().map(|l| l.effective_at.as_micros()).collect();
+    let status: Vec<i16> = lines.iter().map(|l| if l.pending { STATUS_PENDING } else { STATUS_POSTED }).collect();
+    let debit: Vec<bool> = lines.iter().map(|l| l.debit).collect();
+    let amount: Vec<i64> = lines.iter().map(|l| l.amount).collect();
+    let statement = tx.prepare_cached(INSERT_POSTINGS).await.map_err(db_err)?;
+    tx.execute(&statement, &[&ids, &account_ids, &at, &versions, &status, &debit, &amount]).await.map_err(db_err)?;
+    add_to_buckets(tx, &ledger::bucket_deltas(lines.iter().copied(), Change::Write)?).await
+}
+
+/// Adds per-bucket changes to the accounts' time buckets (callers hold the accounts' row locks,
+/// so bucket rows are only ever written in the accounts' lock order).
+pub async fn add_to_buckets(tx: &impl GenericClient, deltas: &BTreeMap<ledger::BucketKey, Totals>) -> Result<()> {
+    if deltas.is_empty() {
+        return Ok(());
+    }
+    let accounts: Vec<&str> = deltas.keys().map(|k| k.0.as_str()).collect();
+    let levels: Vec<i16> = deltas.keys().map(|k| k.1).collect();
+    let buckets: Vec<i64> = deltas.keys().map(|k| k.2).collect();
+    let column = |f: fn(&Totals) -> i64| deltas.values().map(f).collect::<Vec<i64>>();
+    let (pd, pc, qd, qc) =
+        (column(|t| t.posted_debits), column(|t| t.posted_credits), column(|t| t.pending_debits), column(|t| t.pending_credits));
+    let statement = tx.prepare_cached(ADD_TO_BUCKETS).await.map_err(db_err)?;
+    tx.execute(&statement, &[&accounts, &levels, &buckets, &pd, &pc, &qd, &qc]).await.map_err(db_err)?;
+    Ok(())
+}
+
+/// Sums the account's entries inside `window` from its time buckets and the few entries of
+/// the finest buckets at the window's ends (`store::ledger::window_pieces`).
+pub async fn window(client: &impl GenericClient, account_id: &str, window: &Window) -> Result<Totals> {
+    let (add, subtract) = ledger::window_pieces(window);
+    sum_pieces(client, account_id, &add).await?.minus(sum_pieces(client, account_id, &subtract).await?)
+}
+
+async fn sum_pieces(client: &impl GenericClient, account_id: &str, pieces: &[Piece]) -> Result<Totals> {
+    let mut totals = Totals::default();
+    let (mut levels, mut from, mut to) = (Vec::new(), Vec::new(), Vec::new());
+    for piece in pieces {
+        match *piece {
+            Piece::Buckets { level, from: lo, to: hi } => {
+                levels.push(level);
+                from.push(lo);
+                to.push(hi);
+            }
+            Piece::Entries { from, to, upto_version } => {
+                let statement = client.prepare_cached(SUM_ENTRIES).await.map_err(db_err)?;
+                let rows = client.query(&statement, &[&account_id, &from, &to, &upto_version.unwrap_or(i64::MAX)]).await.map_err(db_err)?;
+                for row in &rows {
+                    ledger::add_row(&mut totals, row.get(0), row.get(1), row.get(2))?;
+                }
+            }
+        }
+    }
+    if !levels.is_empty() {
+        let statement = client.prepare_cached(SUM_BUCKETS).await.map_err(db_err)?;
+        let row = client.query_one(&statement, &[&account_id, &levels, &from, &to]).await.map_err(db_err)?;
+        totals = totals.plus(Totals {
+            posted_debits: row.get(0),
+            posted_credits: row.get(1),
+            pending_debits: row.get(2),
+            pending_credits: row.get(3),
+        })?;
+    }
+    Ok(totals)
+}
+
+/// Starts the sums of several new accounts at zero.
+pub async fn open_all(tx: &impl GenericClient, accounts: &[(&str, bool)]) -> Result<()> {
+    if accounts.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<&str> = accounts.iter().map(|a| a.0).collect();
+    let normals: Vec<bool> = accounts.iter().map(|a| a.1).collect();
+    let sql = "INSERT INTO ledger_account_sums (account_id, credit_normal) SELECT * FROM unnest($1::text[], $2::bool[])";
+    tx.execute(sql, &[&ids, &normals]).await.map_err(db_err)?;
+    Ok(())
+}
+
+/// Which of `keys` are already taken.
+pub async fn taken_keys(tx: &impl GenericClient, keys: &[&str]) -> Result<Vec<String>> {
+    if keys.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows = tx.query("SELECT key FROM unique_keys WHERE key = ANY($1)", &[&keys]).await.map_err(db_err)?;
+    Ok(rows.iter().map(|row| row.get(0)).collect())
+}
+
+/// Takes every one of `keys` (checked free by the caller; a racing taker makes this fail).
+pub async fn take_keys(tx: &impl GenericClient, keys: &[&str]) -> Result<()> {
+    if keys.is_empty() {
+        return Ok(());
+    }
+    tx.execute("INSERT INTO unique_keys (key) SELECT * FROM unnest($1::text[])", &[&keys]).await.map_err(db_err)?;
+    Ok(())
+}
+
+pub async fn settle(tx: &impl GenericClient, lines: &[LedgerLine], post: bool) -> Result<()> {
+    let mut accounts = lock(tx, &ledger::accounts_named(lines, &[])).await?;
+    ledger::settle(&mut accounts, lines, post)?;
+    let ids: Vec<&str> = lines.iter().map(|l| l.entry_id.as_str()).collect();
+    let status = if post { STATUS_POSTED } else { STATUS_ARCHIVED };
+    let statement = tx.prepare_cached(SETTLE_POSTINGS).await.map_err(db_err)?;
+    let moved = tx.execute(&statement, &[&ids, &status]).await.map_err(db_err)?;
+    if moved != lines.len() as u64 {
+        return Err(Error::Conflict {
+            message: "the ledger transaction is no longer pending; read it again".into(),
+            parameter: None,
+            retry_after_s: None,
+        });
+    }
+    store(tx, &accounts).await?;
+    add_to_buckets(tx, &ledger::bucket_deltas(lines.iter(), if post { Change::Post } else { Change::Archive })?).await
+}
+
+pub async fn unique(tx: &impl GenericClient, key: &str, parameter: &str, message: &str) -> Result<()> {
+    let sql = "INSERT INTO unique_keys (key) VALUES ($1) ON CONFLICT DO NOTHING";
+    let taken = tx.execute(sql, &[&key]).await.map_err(db_err)?;
+    if taken == 0 { Err(Error::invalid(parameter, message)) } else { Ok(()) }
+}
+
+pub async fn release_unique(tx: &impl GenericClient, key: &str) -> Result<()> {
+    tx.execute("DELETE FROM unique_keys WHERE key = $1", &[&key]).await.map_err(db_err)?;
+    Ok(())
+}
+
+pub async fn lock(tx: &impl GenericClient, ids: &[String]) -> Result<BTreeMap<String, AccountState>> {
+    let statement = tx.prepare_cached(LOCK_ACCOUNTS).await.map_err(db_err)?;
+    let rows = tx.query(&statement, &[&ids]).await.map_err(db_err)?;
+    Ok(rows.iter().map(state_row).collect())
+}
+
+pub async fn store(tx: &impl GenericClient, accounts: &BTreeMap<String, AccountState>) -> Result<()> {
+    let ids: Vec<&str> = accounts.keys().map(String::as_str).collect();
+    let column = |f: fn(&AccountState) -> i64| accounts.values().map(f).collect::<Vec<i64>>();
+    let pd = column(|s| s.totals.posted_debits);
+    let pc = column(|s| s.totals.posted_credits);
+    let qd = column(|s| s.totals.pending_debits);
+    let qc = column(|s| s.totals.pending_credits);
+    let v = column(|s| s.lock_version);
+    let statement = tx.prepare_cached(STORE_ACCOUNTS).await.map_err(db_err)?;
+    tx.execute(&statement, &[&ids, &pd, &pc, &qd, &qc, &v]).await.map_err(db_err)?;
+    Ok(())
+}
+
+pub fn state_row(row: &Row) -> (String, AccountState) {
+    let totals = Totals { posted_debits: row.get(2), posted_credits: row.get(3), pending_debits: row.get(4), pending_credits: row.get(5) };
+    (row.get(0), AccountState { credit_normal: row.get(1), totals, lock_version: row.get(6) })
+}

@@ -1,0 +1,198 @@
+//! Ledger writes and reads on SQLite (see `store::ledger`). The writer thread is the only
+//! writer, so a posting reads its accounts, checks and writes them with nothing in between.
+
+use std::collections::BTreeMap;
+
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
+
+use super::row_err;
+use crate::base::ledger::{Totals, Window};
+use crate::error::{Error, Result};
+use crate::store::ledger::{self, AccountGuard, AccountState, Change, LedgerLine, Piece, STATUS_ARCHIVED, STATUS_PENDING, STATUS_POSTED};
+
+pub fn open(tx: &Transaction<'_>, account_id: &str, credit_normal: bool) -> Result<()> {
+    tx.prepare_cached("INSERT INTO ledger_account_sums (account_id, credit_normal) VALUES (?1, ?2)")
+        .and_then(|mut st| st.execute(params![account_id, credit_normal]))
+        .map_err(row_err)?;
+    Ok(())
+}
+
+pub fn post(tx: &Transaction<'_>, lines: &[LedgerLine], guards: &[AccountGuard]) -> Result<()> {
+    let mut accounts = load(tx, &ledger::accounts_named(lines, guards))?;
+    let versions = ledger::post(&mut accounts, lines, guards)?;
+    store(tx, &accounts)?;
+    let mut insert = tx
+        .prepare_cached(
+            "INSERT INTO ledger_postings (entry_id, account_id, effective_at, version, status, debit, amount)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )
+        .map_err(row_err)?;
+    for (line, version) in lines.iter().zip(versions) {
+        let status = if line.pending { STATUS_PENDING } else { STATUS_POSTED };
+        insert
+            .execute(params![line.entry_id, line.account_id, line.effective_at.as_micros(), version, status, line.debit, line.amount])
+            .map_err(row_err)?;
+    }
+    add_to_buckets(tx, &ledger::bucket_deltas(lines.iter(), Change::Write)?)
+}
+
+fn add_to_buckets(tx: &Transaction<'_>, deltas: &BTreeMap<ledger::BucketKey, Totals>) -> Result<()> {
+    let mut upsert = tx
+        .prepare_cached(
+            "INSERT INTO ledger_buckets (account_id, level, bucket, posted_debits, posted_credits, pending_debits, pending_credits)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+             ON CONFLICT (account_id, level, bucket) DO UPDATE SET
+               posted_debits = posted_debits + excluded.posted_debits, posted_credits = posted_credits + excluded.posted_credits,
+               pending_debits = pending_debits + excluded.pending_debits, pending_credits = pending_credits + excluded.pending_credits",
+        )
+        .map_err(row_err)?;
+    for ((account, level, bucket), t) in deltas {
+        upsert
+            .execute(params![account, level, bucket, t.posted_debits, t.posted_credits, t.pending_debits, t.pending_credits])
+            .map_err(row_err)?;
+    }
+    Ok(())
+}
+
+pub fn settle(tx: &Transaction<'_>, lines: &[LedgerLine], post: bool) -> Result<()> {
+    let mut accounts = load(tx, &ledger::accounts_named(lines, &[]))?;
+    ledger::settle(&mut accounts, lines, post)?;
+    let status = if post { STATUS_POSTED } else { STATUS_ARCHIVED };
+    let mut update = tx.prepare_cached("UPDATE ledger_postings SET status = ?2 WHERE entry_id = ?1 AND status = ?3").map_err(row_err)?;
+    for line in lines {
+        if update.execute(params![line.entry_id, status, STATUS_PENDING]).map_err(row_err)? == 0 {
+            return Err(not_pending());
+        }
+    }
+    store(tx, &accounts)?;
+    add_to_buckets(tx, &ledger::bucket_deltas(lines.iter(), if post { Change::Post } else { Change::Archive })?)
+}
+
+pub fn unique(tx: &Transaction<'_>, key: &str, parameter: &str, message: &str) -> Result<()> {
+    let taken =
+        tx.prepare_cached("INSERT OR IGNORE INTO unique_keys (key) VALUES (?1)").and_then(|mut st| st.execute([key])).map_err(row_err)?;
+    if taken == 0 { Err(Error::invalid(parameter, message)) } else { Ok(()) }
+}
+
+pub fn release_unique(tx: &Transaction<'_>, key: &str) -> Result<()> {
+    tx.prepare_cached("DELETE FROM unique_keys WHERE key = ?1").and_then(|mut st| st.execute([key])).map_err(row_err)?;
+    Ok(())
+}
+
+fn not_pending() -> Error {
+    Error::Conflict { message: "the ledger transaction is no longer pending; read it again".into(), parameter: None, retry_after_s: None }
+}
+
+fn load(conn: &Connection, ids: &[String]) -> Result<BTreeMap<String, AccountState>> {
+    load_rows(conn, ids).map_err(row_err)
+}
+
+fn load_rows(conn: &Connection, ids: &[String]) -> rusqlite::Result<BTreeMap<String, AccountState>> {
+    let mut out = BTreeMap::new();
+    let mut st = conn.prepare_cached(
+        "SELECT credit_normal, posted_debits, posted_credits, pending_debits, pending_credits, lock_version
+         FROM ledger_account_sums WHERE account_id = ?1",
+    )?;
+    for id in ids {
+        if let Some(state) = st.query_row([id], state_row).optional()? {
+            out.insert(id.clone(), state);
+        }
+    }
+    Ok(out)
+}
+
+fn state_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<AccountState> {
+    Ok(AccountState {
+        credit_normal: row.get(0)?,
+        totals: Totals {
+            posted_debits: row.get(1)?,
+            posted_credits: row.get(2)?,
+            pending_debits: row.get(3)?,
+            pending_credits: row.get(4)?,
+        },
+        lock_version: row.get(5)?,
+    })
+}
+
+fn store(tx: &Transaction<'_>, accounts: &BTreeMap<String, AccountState>) -> Result<()> {
+    let mut st = tx
+        .prepare_cached(
+            "UPDATE ledger_account_sums SET posted_debits = ?2, posted_credits = ?3, pending_debits = ?4, pending_credits = ?5,
+               lock_version = ?6 WHERE account_id = ?1",
+        )
+        .map_err(row_err)?;
+    for (id, s) in accounts {
+        let t = &s.totals;
+        st.execute(params![id, t.posted_debits, t.posted_credits, t.pending_debits, t.pending_credits, s.lock_version]).map_err(row_err)?;
+    }
+    Ok(())
+}
+
+pub fn accounts(conn: &Connection, ids: &[String]) -> rusqlite::Result<Vec<(String, AccountState)>> {
+    Ok(load_rows(conn, ids)?.into_iter().collect())
+}
+
+/// Sums the account's entries inside `window` from its time buckets and the few entries of
+/// the finest buckets at the window's ends (`store::ledger::window_pieces`).
+pub fn window(conn: &Connection, account_id: &str, window: &Window) -> Result<Totals> {
+    let (add, subtract) = ledger::window_pieces(window);
+    sum_pieces(conn, account_id, &add)?.minus(sum_pieces(conn, account_id, &subtract)?)
+}
+
+fn sum_pieces(conn: &Connection, account_id: &str, pieces: &[Piece]) -> Result<Totals> {
+    let mut totals = Totals::default();
+    let mut buckets = conn
+        .prepare_cached(
+            "SELECT coalesce(sum(posted_debits), 0), coalesce(sum(posted_credits), 0), coalesce(sum(pending_debits), 0),
+           coalesce(sum(pending_credits), 0)
+         FROM ledger_buckets WHERE account_id = ?1 AND level = ?2 AND bucket >= ?3 AND bucket < ?4",
+        )
+        .map_err(row_err)?;
+    let mut entries = conn
+        .prepare_cached(
+            "SELECT status, debit, sum(amount) FROM ledger_postings
+         WHERE account_id = ?1 AND status <> 2 AND effective_at >= ?2 AND effective_at <= ?3 AND version <= ?4
+         GROUP BY status, debit",
+        )
+        .map_err(row_err)?;
+    for piece in pieces {
+        match *piece {
+            Piece::Buckets { level, from, to } => {
+                let part = buckets
+                    .query_row(params![account_id, level, from, to], |row| {
+                        Ok(Totals {
+                            posted_debits: row.get(0)?,
+                            posted_credits: row.get(1)?,
+                            pending_debits: row.get(2)?,
+                            pending_credits: row.get(3)?,
+                        })
+                    })
+                    .map_err(row_err)?;
+                totals = totals.plus(part)?;
+            }
+            Piece::Entries { from, to, upto_version } => {
+                let rows = entries
+                    .query_map(params![account_id, from, to, upto_version.unwrap_or(i64::MAX)], |row| {
+                        Ok((row.get::<_, i16>(0)?, row.get::<_, bool>(1)?, row.get::<_, i64>(2)?))
+                    })
+                    .map_err(row_err)?;
+                for row in rows {
+                    let (status, debit, amount) = row.map_err(row_err)?;
+                    ledger::add_row(&mut totals, status, debit, amount)?;
+                }
+            }
+        }
+    }
+    Ok(totals)
+}
+
+pub fn entry_versions(conn: &Connection, entry_ids: &[String]) -> rusqlite::Result<Vec<(String, i64)>> {
+    let mut st = conn.prepare_cached("SELECT version FROM ledger_postings WHERE entry_id = ?1")?;
+    let mut out = Vec::with_capacity(entry_ids.len());
+    for id in entry_ids {
+        if let Some(version) = st.query_row([id], |row| row.get(0)).optional()? {
+            out.push((id.clone(), version));
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,552 @@
+//! Ledgers (SPEC G1 to G6) over HTTPS against the real server, on both stores: shapes as the
+//! Modern Treasury reference lists them, balances signed by normal balance, pending and posted
+//! transactions, lock_version and balance conditions refused atomically, as-of balances with
+//! backdated entries, reversal, versions, bad input, tenant isolation, and concurrency.
+
+#[macro_use]
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::wire::post_idem;
+use common::{Key, TestServer, assert_error, json};
+use payrail::domain::api_key::Mode;
+use serde_json::{Value, json};
+
+const LEDGER_KEYS: &[&str] = &["id", "object", "live_mode", "created_at", "updated_at", "discarded_at", "name", "description", "metadata"];
+const ACCOUNT_KEYS: &[&str] = &[
+    "id",
+    "object",
+    "live_mode",
+    "created_at",
+    "updated_at",
+    "discarded_at",
+    "name",
+    "description",
+    "normal_balance",
+    "balances",
+    "lock_version",
+    "ledger_id",
+    "ledgerable_id",
+    "external_id",
+    "ledgerable_type",
+    "metadata",
+];
+const TRANSACTION_KEYS: &[&str] = &[
+    "id",
+    "object",
+    "live_mode",
+    "created_at",
+    "updated_at",
+    "description",
+    "status",
+    "metadata",
+    "effective_at",
+    "effective_date",
+    "ledger_entries",
+    "posted_at",
+    "ledger_id",
+    "ledgerable_type",
+    "ledgerable_id",
+    "external_id",
+    "reverses_ledger_transaction_id",
+    "reversed_by_ledger_transaction_id",
+    "partially_posts_ledger_transaction_id",
+    "archived_reason",
+];
+const ENTRY_KEYS: &[&str] = &[
+    "id",
+    "object",
+    "live_mode",
+    "created_at",
+    "updated_at",
+    "discarded_at",
+    "amount",
+    "amount_string",
+    "effective_at",
+    "direction",
+    "status",
+    "ledger_account_id",
+    "ledger_account_lock_version",
+    "ledger_account_currency",
+    "ledger_account_currency_exponent",
+    "ledger_transaction_id",
+    "resulting_ledger_account_balances",
+    "metadata",
+];
+const BALANCE_KEYS: &[&str] =
+    &["credits", "credits_string", "debits", "debits_string", "amount", "amount_string", "currency", "currency_exponent"];
+
+fn keys_of(value: &Value) -> BTreeSet<String> {
+    value.as_object().unwrap_or_else(|| panic!("an object: {value}")).keys().cloned().collect()
+}
+
+fn assert_keys(value: &Value, expected: &[&str]) {
+    let expected: BTreeSet<String> = expected.iter().map(|k| k.to_string()).collect();
+    assert_eq!(keys_of(value), expected, "fields of {value}");
+}
+
+async fn create(server: &TestServer, key: &Key, path: &str, body: Value) -> Value {
+    let (status, reply) = json(server.post(path, key, &body).send().await.unwrap()).await;
+    assert_eq!(status, 201, "POST {path}: {reply}");
+    reply
+}
+
+async fn get(server: &TestServer, key: &Key, path: &str) -> Value {
+    let (status, reply) = json(server.get(path, key).send().await.unwrap()).await;
+    assert_eq!(status, 200, "GET {path}: {reply}");
+    reply
+}
+
+async fn ledger(server: &TestServer, key: &Key) -> String {
+    create(server, key, "/api/ledgers", json!({"name": "Books"})).await["id"].as_str().unwrap().to_owned()
+}
+
+async fn account(server: &TestServer, key: &Key, ledger_id: &str, normal: &str) -> String {
+    let body = json!({"name": format!("{normal} account"), "ledger_id": ledger_id, "normal_balance": normal, "currency": "USD"});
+    create(server, key, "/api/ledger_accounts", body).await["id"].as_str().unwrap().to_owned()
+}
+
+fn entry(account: &str, direction: &str, amount: i64) -> Value {
+    json!({"ledger_account_id": account, "direction": direction, "amount": amount})
+}
+
+async fn transfer(server: &TestServer, key: &Key, entries: Vec<Value>, status: &str) -> (u16, Value) {
+    json(server.post("/api/ledger_transactions", key, &json!({"ledger_entries": entries, "status": status})).send().await.unwrap()).await
+}
+
+/// The account's (pending, posted, available) balance amounts, as served.
+async fn amounts(server: &TestServer, key: &Key, account: &str, query: &str) -> (i64, i64, i64) {
+    let body = get(server, key, &format!("/api/ledger_accounts/{account}{query}")).await;
+    let b = &body["balances"];
+    let amount = |name: &str| b[name]["amount"].as_i64().unwrap();
+    (amount("pending_balance"), amount("posted_balance"), amount("available_balance"))
+}
+
+async fn wait_for_ledger_status(server: &TestServer, key: &Key, id: &str, status: &str) -> Value {
+    for _ in 0..200 {
+        let txn = get(server, key, &format!("/api/ledger_transactions/{id}")).await;
+        if txn["status"] == status {
+            return txn;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("ledger transaction {id} never reached {status}");
+}
+
+on_both_stores! {
+    #[tokio::test]
+    async fn g1_shapes_follow_the_reference() {
+        let server = TestServer::start().await;
+        let key = server.key().await;
+        let ledger = create(&server, &key, "/api/ledgers", json!({"name": "Books", "metadata": {"team": "a"}})).await;
+        assert_keys(&ledger, LEDGER_KEYS);
+        assert_eq!(ledger["object"], "ledger");
+        let ledger_id = ledger["id"].as_str().unwrap();
+        let cash = account(&server, &key, ledger_id, "debit").await;
+        let wallet = create(
+            &server,
+            &key,
+            "/api/ledger_accounts",
+            json!({"name": "Wallet", "ledger_id": ledger_id, "normal_balance": "credit", "currency": "USD", "external_id": "w-1"}),
+        )
+        .await;
+        assert_keys(&wallet, ACCOUNT_KEYS);
+        assert_eq!(wallet["lock_version"], 0);
+        assert_keys(&wallet["balances"]["pending_balance"], BALANCE_KEYS);
+        assert_eq!(wallet["balances"]["posted_balance"]["currency_exponent"], 2);
+        let wallet_id = wallet["id"].as_str().unwrap();
+        let (status, txn) = transfer(&server, &key, vec![entry(&cash, "debit", 1000), entry(wallet_id, "credit", 1000)], "posted").await;
+        assert_eq!(status, 201, "{txn}");
+        assert_keys(&txn, TRANSACTION_KEYS);
+        assert_eq!(txn["object"], "ledger_transaction");
+        assert_eq!(txn["ledger_id"], ledger_id);
+        assert_eq!(txn["effective_date"].as_str().unwrap().len(), 10);
+        assert!(txn["posted_at"].is_string());
+        for e in txn["ledger_entries"].as_array().unwrap() {
+            assert_keys(e, ENTRY_KEYS);
+            assert_eq!(e["status"], "posted");
+            assert_eq!(e["amount_string"], "1000");
+        }
+        assert_eq!(get(&server, &key, &format!("/api/ledger_transactions/{}", txn["id"].as_str().unwrap())).await, txn);
+        let entry_id = txn["ledger_entries"][0]["id"].as_str().unwrap();
+        let entry = get(&server, &key, &format!("/api/ledger_entries/{entry_id}?show_balances=true")).await;
+        assert_keys(&entry, ENTRY_KEYS);
+        assert_keys(&entry["resulting_ledger_account_balances"]["available_balance"], BALANCE_KEYS);
+        let events = get(&server, &key, &format!("/api/events?entity_id={}", txn["id"].as_str().unwrap())).await;
+        assert_eq!(events[0]["event_name"], "created", "E4: the transaction wrote its event");
+    }
+
+    #[tokio::test]
+    async fn g3_balances_are_signed_by_normal_balance_and_available_counts_pending_outflows() {
+        let server = TestServer::start().await;
+        let key = server.key().await;
+        let ledger = ledger(&server, &key).await;
+        let cash = account(&server, &key, &ledger, "debit").await;
+        let wallet = account(&server, &key, &ledger, "credit").await;
+        let (status, _) = transfer(&server, &key, vec![entry(&cash, "debit", 10_000), entry(&wallet, "credit", 10_000)], "posted").await;
+        assert_eq!(status, 201);
+        assert_eq!(amounts(&server, &key, &wallet, "").await, (10_000, 10_000, 10_000));
+        assert_eq!(amounts(&server, &key, &cash, "").await, (10_000, 10_000, 10_000));
+        // A pending outflow of the wallet: pending and available fall, posted does not.
+        let (status, pending) = transfer(&server, &key, vec![entry(&wallet, "debit", 2_500), entry(&cash, "credit", 2_500)], "pending").await;
+        assert_eq!(status, 201, "{pending}");
+        assert_eq!(amounts(&server, &key, &wallet, "").await, (7_500, 10_000, 7_500));
+        // For the debit-normal cash account the pending credit is the outflow.
+        assert_eq!(amounts(&server, &key, &cash, "").await, (7_500, 10_000, 7_500));
+        let account_doc = get(&server, &key, &format!("/api/ledger_accounts/{wallet}")).await;
+        assert_eq!(account_doc["lock_version"], 2, "G4: lock_version counts the account's entries");
+        let pending_id = pending["id"].as_str().unwrap();
+        let (status, posted) = json(server.patch(&format!("/api/ledger_transactions/{pending_id}"), &key, &json!({"status": "posted"})).send().await.unwrap()).await;
+        assert_eq!(status, 200, "{posted}");
+        assert_eq!(posted["status"], "posted");
+        assert!(posted["ledger_entries"].as_array().unwrap().iter().all(|e| e["status"] == "posted"));
+        assert_eq!(amounts(&server, &key, &wallet, "").await, (7_500, 7_500, 7_500));
+    }
+
+    #[tokio::test]
+    async fn g2_archived_entries_count_nowhere_and_posted_transactions_are_immutable() {
+        let server = TestServer::start().await;
+        let key = server.key().await;
+        let ledger = ledger(&server, &key).await;
+        let (a, b) = (account(&server, &key, &ledger, "credit").await, account(&server, &key, &ledger, "debit").await);
+        let (_, pending) = transfer(&server, &key, vec![entry(&a, "credit", 700), entry(&b, "debit", 700)], "pending").await;
+        let id = pending["id"].as_str().unwrap();
+        assert_eq!(amounts(&server, &key, &a, "").await, (700, 0, 0));
+        let (status, archived) = json(server.patch(&format!("/api/ledger_transactions/{id}"), &key, &json!({"status": "archived"})).send().await.unwrap()).await;
+        assert_eq!(status, 200, "{archived}");
+        assert_eq!(amounts(&server, &key, &a, "").await, (0, 0, 0));
+        let (status, body) = json(server.patch(&format!("/api/ledger_transactions/{id}"), &key, &json!({"status": "posted"})).send().await.unwrap()).await;
+        assert_error(status, &body, 422, "parameter_invalid");
+        assert_eq!(body["errors"]["parameter"], "status");
+        let (_, posted) = transfer(&server, &key, vec![entry(&a, "credit", 5), entry(&b, "debit", 5)], "posted").await;
+        let posted_id = posted["id"].as_str().unwrap();
+        for body in [json!({"status": "archived"}), json!({"external_id": "late"})] {
+            let (status, reply) = json(server.patch(&format!("/api/ledger_transactions/{posted_id}"), &key, &body).send().await.unwrap()).await;
+            assert_error(status, &reply, 422, "parameter_invalid");
+        }
+        // Its description and metadata may still change.
+        let (status, reply) = json(server.patch(&format!("/api/ledger_transactions/{posted_id}"), &key, &json!({"metadata": {"k": "v"}, "description": "d"})).send().await.unwrap()).await;
+        assert_eq!(status, 200, "{reply}");
+        assert_eq!(reply["metadata"]["k"], "v");
+        assert_eq!(amounts(&server, &key, &a, "").await, (5, 5, 5));
+        let versions = get(&server, &key, &format!("/api/ledger_transactions/{id}/versions")).await;
+        let numbers: Vec<i64> = versions.as_array().unwrap().iter().map(|v| v["version"].as_i64().unwrap()).collect();
+        assert_eq!(numbers, [2, 1], "a version per change, newest first");
+        assert_eq!(versions[0]["status"], "archived");
+        assert_eq!(versions[1]["status"], "pending");
+    }
+
+    #[tokio::test]
+    async fn g2_bad_input_is_refused_naming_the_parameter_and_changes_nothing() {
+        let server = TestServer::start().await;
+        let key = server.key().await;
+        let ledger = ledger(&server, &key).await;
+        let (a, b) = (account(&server, &key, &ledger, "credit").await, account(&server, &key, &ledger, "debit").await);
+        let other_ledger = self::ledger(&server, &key).await;
+        let foreign = account(&server, &key, &other_ledger, "debit").await;
+        let eur = create(&server, &key, "/api/ledger_accounts", json!({"name": "E", "ledger_id": ledger, "normal_balance": "debit", "currency": "EUR"})).await;
+        let eur = eur["id"].as_str().unwrap();
+        let stranger = server.key_for("another-org", Mode::Sandbox).await;
+        let stranger_ledger = self::ledger(&server, &stranger).await;
+        let strangers = account(&server, &stranger, &stranger_ledger, "debit").await;
+        let cases: Vec<(Vec<Value>, &str)> = vec![
+            (vec![entry(&a, "credit", 100), entry(&b, "debit", 99)], "ledger_entries"),
+            (vec![entry(&a, "credit", 0), entry(&b, "debit", 0)], "ledger_entries[0].amount"),
+            (vec![entry(&a, "credit", -5), entry(&b, "debit", -5)], "ledger_entries[0].amount"),
+            (vec![json!({"ledger_account_id": a, "direction": "credit", "amount": 1.5}), entry(&b, "debit", 1)], "ledger_entries[0].amount"),
+            (vec![entry(&a, "credit", 100), entry(&foreign, "debit", 100)], "ledger_entries[1].ledger_account_id"),
+            (vec![entry(&a, "credit", 100), entry(&strangers, "debit", 100)], "ledger_entries[1].ledger_account_id"),
+            (vec![entry(&a, "credit", 100), entry("00000000-0000-4000-8000-000000000000", "debit", 100)], "ledger_entries[1].ledger_account_id"),
+            (vec![entry(&a, "credit", 100), entry(eur, "debit", 100)], "ledger_entries"),
+            (vec![entry(&a, "sideways", 100), entry(&b, "debit", 100)], "ledger_entries[0].direction"),
+            (vec![], "ledger_entries"),
+        ];
+        for (entries, parameter) in cases {
+            let (status, body) = transfer(&server, &key, entries.clone(), "posted").await;
+            assert_error(status, &body, 422, if parameter.ends_with("amount") && body["errors"]["code"] == "parameter_missing" { "parameter_missing" } else { "parameter_invalid" });
+            assert_eq!(body["errors"]["parameter"], parameter, "{entries:?}: {body}");
+        }
+        assert_eq!(amounts(&server, &key, &a, "").await, (0, 0, 0), "nothing was written");
+        let account_doc = get(&server, &key, &format!("/api/ledger_accounts/{a}")).await;
+        assert_eq!(account_doc["lock_version"], 0);
+        // Accounts: a ledger the caller cannot see, a bad currency, a missing normal balance.
+        for (body, parameter) in [
+            (json!({"name": "x", "ledger_id": stranger_ledger, "normal_balance": "debit", "currency": "USD"}), "ledger_id"),
+            (json!({"name": "x", "ledger_id": ledger, "normal_balance": "debit", "currency": "USD", "currency_exponent": 3}), "currency_exponent"),
+            (json!({"name": "x", "ledger_id": ledger, "normal_balance": "debit", "currency": "TOKEN"}), "currency_exponent"),
+            (json!({"name": "x", "ledger_id": ledger, "currency": "USD"}), "normal_balance"),
+        ] {
+            let (status, reply) = json(server.post("/api/ledger_accounts", &key, &body).send().await.unwrap()).await;
+            assert_eq!(status, 422, "{body}: {reply}");
+            assert_eq!(reply["errors"]["parameter"], parameter, "{reply}");
+        }
+        // A3: another tenant's ledger objects are 404.
+        let (status, _) = json(server.get(&format!("/api/ledger_accounts/{strangers}"), &key).send().await.unwrap()).await;
+        assert_eq!(status, 404);
+        let (status, _) = json(server.get(&format!("/api/ledgers/{stranger_ledger}"), &key).send().await.unwrap()).await;
+        assert_eq!(status, 404);
+    }
+
+    #[tokio::test]
+    async fn g4_a_stale_lock_version_is_409_and_changes_nothing() {
+        let server = TestServer::start().await;
+        let key = server.key().await;
+        let ledger = ledger(&server, &key).await;
+        let (a, b) = (account(&server, &key, &ledger, "credit").await, account(&server, &key, &ledger, "debit").await);
+        let mut first = entry(&a, "credit", 10);
+        first["lock_version"] = json!(0);
+        let (status, reply) = transfer(&server, &key, vec![first.clone(), entry(&b, "debit", 10)], "posted").await;
+        assert_eq!(status, 201, "{reply}");
+        assert_eq!(reply["ledger_entries"][0]["ledger_account_lock_version"], 0);
+        // The account is at version 1 now: the same version again is stale.
+        let (status, body) = transfer(&server, &key, vec![first, entry(&b, "debit", 10)], "posted").await;
+        assert_error(status, &body, 409, "conflict");
+        assert_eq!(body["errors"]["parameter"], "ledger_entries[0].lock_version");
+        assert_eq!(amounts(&server, &key, &a, "").await, (10, 10, 10));
+        assert_eq!(amounts(&server, &key, &b, "").await, (10, 10, 10), "the other account was not touched either");
+        let mut current = entry(&a, "credit", 1);
+        current["lock_version"] = json!(1);
+        let (status, reply) = transfer(&server, &key, vec![current, entry(&b, "debit", 1)], "posted").await;
+        assert_eq!(status, 201, "{reply}");
+    }
+
+    #[tokio::test]
+    async fn g4_balance_conditions_hold_atomically_with_the_write() {
+        let server = TestServer::start().await;
+        let key = server.key().await;
+        let ledger = ledger(&server, &key).await;
+        let (wallet, cash) = (account(&server, &key, &ledger, "credit").await, account(&server, &key, &ledger, "debit").await);
+        let (status, _) = transfer(&server, &key, vec![entry(&wallet, "credit", 100), entry(&cash, "debit", 100)], "posted").await;
+        assert_eq!(status, 201);
+        let spend = |amount: i64| {
+            let mut debit = entry(&wallet, "debit", amount);
+            debit["available_balance_amount"] = json!({"gte": 0});
+            vec![debit, entry(&cash, "credit", amount)]
+        };
+        let (status, body) = transfer(&server, &key, spend(101), "pending").await;
+        assert_error(status, &body, 422, "parameter_invalid");
+        assert_eq!(body["errors"]["parameter"], "ledger_entries[0].available_balance_amount[gte]");
+        assert_eq!(amounts(&server, &key, &wallet, "").await, (100, 100, 100), "nothing was written");
+        let (status, _) = transfer(&server, &key, spend(60), "pending").await;
+        assert_eq!(status, 201);
+        // The pending outflow counts against available: 40 left.
+        let (status, _) = transfer(&server, &key, spend(41), "posted").await;
+        assert_eq!(status, 422);
+        let (status, _) = transfer(&server, &key, spend(40), "posted").await;
+        assert_eq!(status, 201);
+        let mut exact = entry(&wallet, "credit", 5);
+        exact["posted_balance_amount"] = json!({"eq": 65, "lt": 66, "gt": 64, "lte": 65});
+        let (status, reply) = transfer(&server, &key, vec![exact, entry(&cash, "debit", 5)], "posted").await;
+        assert_eq!(status, 201, "{reply}");
+        let mut bad = entry(&wallet, "credit", 5);
+        bad["pending_balance_amount"] = json!({"about": 5});
+        let (status, body) = transfer(&server, &key, vec![bad, entry(&cash, "debit", 5)], "posted").await;
+        assert_error(status, &body, 422, "parameter_invalid");
+        assert_eq!(body["errors"]["parameter"], "ledger_entries[0].pending_balance_amount[about]");
+    }
+
+    #[tokio::test]
+    async fn g5_backdated_entries_keep_every_as_of_balance_exact() {
+        let server = TestServer::start().await;
+        let key = server.key().await;
+        let ledger = ledger(&server, &key).await;
+        let (a, b) = (account(&server, &key, &ledger, "credit").await, account(&server, &key, &ledger, "debit").await);
+        let at = |day: u32| format!("2026-03-{day:02}T12:00:00Z");
+        for (day, amount) in [(10, 100), (20, 1_000), (5, 10)] {
+            let body = json!({"status": "posted", "effective_at": at(day), "ledger_entries": [entry(&a, "credit", amount), entry(&b, "debit", amount)]});
+            let (status, reply) = json(server.post("/api/ledger_transactions", &key, &body).send().await.unwrap()).await;
+            assert_eq!(status, 201, "{reply}");
+        }
+        let (status, pending) = json(server.post("/api/ledger_transactions", &key, &json!({"status": "pending", "effective_at": at(15), "ledger_entries": [entry(&a, "debit", 1), entry(&b, "credit", 1)]})).send().await.unwrap()).await;
+        assert_eq!(status, 201, "{pending}");
+        assert_eq!(amounts(&server, &key, &a, "?balances%5Beffective_at%5D=2026-03-04T00:00:00Z").await.1, 0);
+        assert_eq!(amounts(&server, &key, &a, "?balances%5Beffective_at%5D=2026-03-05T12:00:00Z").await.1, 10, "inclusive of that instant");
+        assert_eq!(amounts(&server, &key, &a, "?balances%5Beffective_at%5D=2026-03-12T00:00:00Z").await.1, 110);
+        assert_eq!(amounts(&server, &key, &a, "?balances%5Bas_of_date%5D=2026-03-15").await, (109, 110, 109));
+        assert_eq!(amounts(&server, &key, &a, "?balances%5Bas_of_date%5D=2026-03-31").await, (1_109, 1_110, 1_109));
+        let window = "?balances%5Beffective_at_lower_bound%5D=2026-03-06T00:00:00Z&balances%5Beffective_at_upper_bound%5D=2026-03-20T12:00:00Z";
+        let body = get(&server, &key, &format!("/api/ledger_accounts/{a}{window}")).await;
+        assert_eq!(body["balances"]["posted_balance"]["amount"], 100, "lower bound inclusive, upper exclusive");
+        assert_eq!(body["balances"]["effective_at_upper_bound"], "2026-03-20T12:00:00.000000Z");
+        assert_eq!(amounts(&server, &key, &a, "?balances%5Bas_of_lock_version%5D=2").await.1, 1_100, "the first two entries written");
+        // Lists by effective time are exact too, and resulting balances follow effective order.
+        let march = get(&server, &key, &format!("/api/ledger_entries?ledger_account_id={a}&effective_at%5Blt%5D=2026-03-15T00:00:00Z&show_balances=true")).await;
+        let rows: Vec<(i64, i64)> = march.as_array().unwrap().iter().map(|e| (e["amount"].as_i64().unwrap(), e["resulting_ledger_account_balances"]["posted_balance"]["amount"].as_i64().unwrap())).collect();
+        assert_eq!(rows, [(10, 10), (100, 110)], "newest first; the backdated entry's balance counts only what came before it");
+        let by_date = get(&server, &key, &format!("/api/ledger_transactions?ledger_account_id={a}&effective_date%5Bgte%5D=2026-03-15")).await;
+        assert_eq!(by_date.as_array().unwrap().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn g2_reversal_turns_every_entry_around_once() {
+        let server = TestServer::start().await;
+        let key = server.key().await;
+        let ledger = ledger(&server, &key).await;
+        let (a, b) = (account(&server, &key, &ledger, "credit").await, account(&server, &key, &ledger, "debit").await);
+        let (_, original) = transfer(&server, &key, vec![entry(&a, "credit", 300), entry(&b, "debit", 300)], "posted").await;
+        let id = original["id"].as_str().unwrap();
+        let (status, reversal) = json(server.post(&format!("/api/ledger_transactions/{id}/reversal"), &key, &json!({"description": "undo"})).send().await.unwrap()).await;
+        assert_eq!(status, 201, "{reversal}");
+        assert_eq!(reversal["status"], "posted");
+        assert_eq!(reversal["reverses_ledger_transaction_id"], id);
+        assert_eq!(reversal["effective_at"], original["effective_at"]);
+        assert_eq!(reversal["ledger_entries"][0]["direction"], "debit");
+        assert_eq!(amounts(&server, &key, &a, "").await, (0, 0, 0));
+        let original = get(&server, &key, &format!("/api/ledger_transactions/{id}")).await;
+        assert_eq!(original["reversed_by_ledger_transaction_id"], reversal["id"]);
+        let (status, body) = json(server.post(&format!("/api/ledger_transactions/{id}/reversal"), &key, &json!({})).send().await.unwrap()).await;
+        assert_error(status, &body, 422, "parameter_invalid");
+        let listed = get(&server, &key, &format!("/api/ledger_transactions?reverses_ledger_transaction_id={id}")).await;
+        assert_eq!(listed.as_array().unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn g2_external_id_is_unique_per_ledger_among_live_transactions() {
+        let server = TestServer::start().await;
+        let key = server.key().await;
+        let ledger = ledger(&server, &key).await;
+        let (a, b) = (account(&server, &key, &ledger, "credit").await, account(&server, &key, &ledger, "debit").await);
+        let body = |status: &str| json!({"status": status, "external_id": "ext-1", "ledger_entries": [entry(&a, "credit", 1), entry(&b, "debit", 1)]});
+        let (status, first) = json(server.post("/api/ledger_transactions", &key, &body("pending")).send().await.unwrap()).await;
+        assert_eq!(status, 201);
+        let (status, reply) = json(server.post("/api/ledger_transactions", &key, &body("posted")).send().await.unwrap()).await;
+        assert_error(status, &reply, 422, "parameter_invalid");
+        assert_eq!(reply["errors"]["parameter"], "external_id");
+        assert_eq!(amounts(&server, &key, &a, "").await, (1, 0, 0), "the refused one wrote nothing");
+        let id = first["id"].as_str().unwrap();
+        let (status, _) = json(server.patch(&format!("/api/ledger_transactions/{id}"), &key, &json!({"status": "archived"})).send().await.unwrap()).await;
+        assert_eq!(status, 200);
+        let (status, reply) = json(server.post("/api/ledger_transactions", &key, &body("posted")).send().await.unwrap()).await;
+        assert_eq!(status, 201, "an archived transaction gives its external_id back: {reply}");
+        let listed = get(&server, &key, "/api/ledger_transactions?external_id=ext-1&status=posted").await;
+        assert_eq!(listed.as_array().unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn i4_a_retried_ledger_transaction_is_written_once() {
+        let server = TestServer::start().await;
+        let key = server.key().await;
+        let ledger = ledger(&server, &key).await;
+        let (a, b) = (account(&server, &key, &ledger, "credit").await, account(&server, &key, &ledger, "debit").await);
+        let body = json!({"status": "posted", "ledger_entries": [entry(&a, "credit", 42), entry(&b, "debit", 42)]});
+        let first = post_idem(&server, "/api/ledger_transactions", &key, "once", &body).await;
+        let again = post_idem(&server, "/api/ledger_transactions", &key, "once", &body).await;
+        assert_eq!(first.status, 201);
+        assert_eq!(again.body, first.body);
+        assert_eq!(again.replayed.as_deref(), Some("true"));
+        assert_eq!(amounts(&server, &key, &a, "").await, (42, 42, 42));
+    }
+
+    #[tokio::test]
+    async fn g6_racing_writers_on_a_hot_account_lose_nothing_and_never_overrun_a_condition() {
+        let server = TestServer::start().await;
+        let key = server.key().await;
+        let ledger = ledger(&server, &key).await;
+        let (wallet, cash) = (account(&server, &key, &ledger, "credit").await, account(&server, &key, &ledger, "debit").await);
+        let (status, _) = transfer(&server, &key, vec![entry(&wallet, "credit", 1_000), entry(&cash, "debit", 1_000)], "posted").await;
+        assert_eq!(status, 201);
+        // 40 writers each try to spend 50 from 1,000 with `available >= 0`: exactly 20 may.
+        let mut tasks = Vec::new();
+        for _ in 0..40 {
+            let (client, url, secret) = (server.client.clone(), server.url("/api/ledger_transactions"), key.secret.clone());
+            let mut debit = entry(&wallet, "debit", 50);
+            debit["available_balance_amount"] = json!({"gte": 0});
+            let body = json!({"status": "posted", "ledger_entries": [debit, entry(&cash, "credit", 50)]});
+            tasks.push(tokio::spawn(async move { client.post(url).basic_auth("x-api-key", Some(secret)).json(&body).send().await.unwrap().status().as_u16() }));
+        }
+        let mut statuses = Vec::new();
+        for task in tasks {
+            statuses.push(task.await.unwrap());
+        }
+        assert_eq!(statuses.iter().filter(|s| **s == 201).count(), 20, "{statuses:?}");
+        assert!(statuses.iter().all(|s| *s == 201 || *s == 422), "{statuses:?}");
+        assert_eq!(amounts(&server, &key, &wallet, "").await, (0, 0, 0));
+        let account_doc = get(&server, &key, &format!("/api/ledger_accounts/{wallet}")).await;
+        assert_eq!(account_doc["lock_version"], 21);
+    }
+
+    #[tokio::test]
+    async fn g7_an_order_s_ledger_transaction_follows_the_order() {
+        let server = TestServer::start_with(|c| c.sandbox_step_ms = 0).await;
+        let key = server.key().await;
+        let ledger = ledger(&server, &key).await;
+        let (cash, payable) = (account(&server, &key, &ledger, "debit").await, account(&server, &key, &ledger, "credit").await);
+        let internal = create(&server, &key, "/api/internal_accounts", json!({"name": "Operating", "currency": "USD"})).await;
+        let cp = create(&server, &key, "/api/counterparties", json!({"name": "Vendor", "accounts": [{
+            "account_details": [{"account_number": "123456789"}],
+            "routing_details": [{"routing_number": "121141822", "routing_number_type": "aba"}]
+        }]})).await;
+        let order = |amount: i64| json!({
+            "type": "ach", "amount": amount, "direction": "credit",
+            "originating_account_id": internal["id"], "receiving_account_id": cp["accounts"][0]["id"],
+            "ledger_transaction": {"description": "payout", "ledger_entries": [entry(&payable, "debit", amount), entry(&cash, "credit", amount)]}
+        });
+        // Completed: pending while in flight, then posted.
+        let completed = create(&server, &key, "/api/payment_orders", order(700)).await;
+        let txn_id = completed["ledger_transaction_id"].as_str().expect("the order names its ledger transaction").to_owned();
+        let txn = get(&server, &key, &format!("/api/ledger_transactions/{txn_id}")).await;
+        assert_eq!(txn["ledgerable_type"], "payment_order");
+        assert_eq!(txn["ledgerable_id"], completed["id"]);
+        let txn = wait_for_ledger_status(&server, &key, &txn_id, "posted").await;
+        assert!(txn["posted_at"].is_string());
+        let order_now = get(&server, &key, &format!("/api/payment_orders/{}", completed["id"].as_str().unwrap())).await;
+        assert_eq!(order_now["status"], "completed");
+        // Failed (sandbox magic amount 1313): archived, counting nowhere.
+        let failed = create(&server, &key, "/api/payment_orders", order(1313)).await;
+        wait_for_ledger_status(&server, &key, failed["ledger_transaction_id"].as_str().unwrap(), "archived").await;
+        // Returned (magic amount 4040): stays posted, and a reversing transaction is written.
+        let returned = create(&server, &key, "/api/payment_orders", order(4040)).await;
+        let returned_txn = returned["ledger_transaction_id"].as_str().unwrap();
+        let mut reversal = Value::Null;
+        for _ in 0..200 {
+            let txn = get(&server, &key, &format!("/api/ledger_transactions/{returned_txn}")).await;
+            if txn["reversed_by_ledger_transaction_id"].is_string() {
+                assert_eq!(txn["status"], "posted");
+                reversal = get(&server, &key, &format!("/api/ledger_transactions/{}", txn["reversed_by_ledger_transaction_id"].as_str().unwrap())).await;
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        assert_eq!(reversal["reverses_ledger_transaction_id"], returned_txn, "a reversing transaction was written");
+        assert_eq!(reversal["ledgerable_type"], "return");
+        // Only the completed payout is left on the books.
+        assert_eq!(amounts(&server, &key, &payable, "").await, (-700, -700, -700));
+        // A linked transaction's status cannot be set by hand.
+        let (status, body) = json(server.patch(&format!("/api/ledger_transactions/{returned_txn}"), &key, &json!({"status": "archived"})).send().await.unwrap()).await;
+        assert_error(status, &body, 422, "parameter_invalid");
+    }
+
+    #[tokio::test]
+    async fn g7_an_invalid_inline_transaction_refuses_the_order() {
+        let server = TestServer::start_with(|c| c.sandbox_step_ms = 3_600_000).await;
+        let key = server.key().await;
+        let ledger = ledger(&server, &key).await;
+        let (cash, payable) = (account(&server, &key, &ledger, "debit").await, account(&server, &key, &ledger, "credit").await);
+        let internal = create(&server, &key, "/api/internal_accounts", json!({"name": "Operating", "currency": "USD"})).await;
+        let cp = create(&server, &key, "/api/counterparties", json!({"name": "Vendor", "accounts": [{
+            "account_details": [{"account_number": "123456789"}],
+            "routing_details": [{"routing_number": "121141822", "routing_number_type": "aba"}]
+        }]})).await;
+        let with = |ledger_transaction: Value| json!({
+            "type": "ach", "amount": 100, "direction": "credit",
+            "originating_account_id": internal["id"], "receiving_account_id": cp["accounts"][0]["id"],
+            "ledger_transaction": ledger_transaction
+        });
+        let mut stale = entry(&payable, "debit", 100);
+        stale["lock_version"] = json!(7);
+        for (body, status, parameter) in [
+            (with(json!({"ledger_entries": [entry(&payable, "debit", 100), entry(&cash, "credit", 99)]})), 422, "ledger_transaction.ledger_entries"),
+            (with(json!({"ledger_entries": [entry(&payable, "debit", 100), entry(&cash, "nowhere", 100)]})), 422, "ledger_transaction.ledger_entries[1].direction"),
+            (with(json!({"status": "posted", "ledger_entries": [entry(&payable, "debit", 100), entry(&cash, "credit", 100)]})), 422, "ledger_transaction.status"),
+            (with(json!({"ledger_entries": [stale, entry(&cash, "credit", 100)]})), 409, "ledger_transaction.ledger_entries[0].lock_version"),
+        ] {
+            let (got, reply) = json(server.post("/api/payment_orders", &key, &body).send().await.unwrap()).await;
+            assert_eq!(got, status, "{reply}");
+            assert_eq!(reply["errors"]["parameter"], parameter, "{reply}");
+        }
+        let (_, orders) = json(server.get("/api/payment_orders", &key).send().await.unwrap()).await;
+        assert_eq!(orders.as_array().unwrap().len(), 0, "no order was created");
+        assert_eq!(amounts(&server, &key, &payable, "").await, (0, 0, 0));
+    }
+}
