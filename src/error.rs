@@ -54,6 +54,13 @@ pub enum Error {
     #[error("{message}")]
     Unavailable { message: String, retry_after_s: u64 },
 
+    /// 503 too, but the work may have been carried out: a commit whose outcome is unknown (the
+    /// connection was lost during COMMIT, or its wait for the synchronous standby was cut
+    /// short). The request's idempotency claim is kept, not released, until its lease runs out,
+    /// so a retry with the same key replays what committed or runs once (SPEC H2).
+    #[error("{message}")]
+    OutcomeUnknown { message: String, retry_after_s: u64 },
+
     /// 500. The detail is logged, never sent.
     #[error("internal error: {0}")]
     Internal(String),

@@ -1,6 +1,8 @@
-//! PostgreSQL faults (SPEC H1, H3): a hung primary (SIGSTOP: it keeps its TCP connections but
-//! stops answering), a multi-host URL moving on from a hung host, and a primary turned read-only
-//! (what a demoted primary looks like to its clients). Each test runs its own throwaway cluster
+//! PostgreSQL faults (SPEC H1, H2, H3): a hung primary (SIGSTOP: it keeps its TCP connections
+//! but stops answering), a multi-host URL moving on from a hung host, a primary turned read-only
+//! (what a demoted primary looks like to its clients), and commits whose outcome is unknown (a
+//! synchronous standby that never answers: COMMIT waits, then is cut short or outlives the
+//! deadline). Each test runs its own throwaway cluster
 //! (scripts/pg-test-cluster, on a port of its own) so it can freeze or reconfigure it without
 //! disturbing other tests; a guard thaws and stops it however the test ends. The figures are
 //! printed (`--nocapture`).
@@ -14,8 +16,12 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::TestServer;
+use common::wire::{basic, tls_connect};
 use payrail::config::Config;
 use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_rustls::client::TlsStream;
 
 /// The request timeout the servers here run with: every answer during a fault must come sooner.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(4);
@@ -166,7 +172,188 @@ async fn until_created(server: &TestServer, key: &common::Key, tag: &str, limit:
     None
 }
 
+/// A create whose claim is taken (its headers are in and the claim row is committed) while its
+/// body is held back, so the test can break the database between the claim and the commit.
+struct HeldCreate {
+    tag: String,
+    stream: TlsStream<TcpStream>,
+    body: Vec<u8>,
+}
+
+impl HeldCreate {
+    async fn start(server: &TestServer, cluster: &Cluster, key: &common::Key, tag: &str) -> HeldCreate {
+        let body = serde_json::to_vec(&json!({ "name": tag })).unwrap();
+        let head = format!(
+            "POST /api/counterparties HTTP/1.1\r\nHost: localhost\r\nAuthorization: {}\r\nContent-Type: application/json\r\n\
+             Idempotency-Key: {tag}\r\nContent-Length: {}\r\n\r\n",
+            basic(key),
+            body.len()
+        );
+        let mut stream = tls_connect(server).await;
+        stream.write_all(head.as_bytes()).await.unwrap();
+        stream.flush().await.unwrap();
+        let claimed = format!("SELECT count(*) FROM idempotency_claims WHERE key = '{tag}'");
+        let started = Instant::now();
+        while cluster.count(&claimed).await == 0 {
+            assert!(started.elapsed() < Duration::from_secs(5), "the claim of {tag} is taken within 5 s");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        HeldCreate { tag: tag.to_owned(), stream, body }
+    }
+
+    async fn send_body(&mut self) {
+        self.stream.write_all(&self.body).await.unwrap();
+        self.stream.flush().await.unwrap();
+    }
+
+    /// The reply's status, whether it carried Retry-After, and the whole text.
+    async fn reply(mut self) -> (u16, bool, String) {
+        let mut bytes = Vec::new();
+        let mut chunk = [0u8; 4096];
+        let text = loop {
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                let length = head
+                    .lines()
+                    .find_map(|line| line.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap()))
+                    .unwrap_or(0);
+                if body.len() >= length {
+                    break text;
+                }
+            }
+            let n =
+                tokio::time::timeout(Duration::from_secs(20), self.stream.read(&mut chunk)).await.expect("a reply within 20 s").unwrap();
+            assert!(n > 0, "{}: the connection closed before a whole reply: {text}", self.tag);
+            bytes.extend_from_slice(&chunk[..n]);
+        };
+        let status = text.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("a status line");
+        let retry_after = text.to_ascii_lowercase().contains("\r\nretry-after:");
+        (status, retry_after, text)
+    }
+}
+
+/// Makes every commit wait for a synchronous standby that does not exist (or stop waiting).
+async fn standby_required(cluster: &Cluster, required: bool) {
+    let setting = if required {
+        "ALTER SYSTEM SET synchronous_standby_names = 'no_such_standby'"
+    } else {
+        "ALTER SYSTEM RESET synchronous_standby_names"
+    };
+    cluster.execute(setting).await;
+    cluster.execute("SELECT pg_reload_conf()").await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+}
+
+/// Backends whose COMMIT waits for the synchronous standby.
+async fn waiting_for_standby(cluster: &Cluster) -> i64 {
+    cluster.count("SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'").await
+}
+
+/// Retries `tag`'s create until it answers 201, asserting on the way that nothing but 409 or
+/// 503 (both with Retry-After) comes first; the 201's replay header and how long it took.
+async fn retried_until_created(server: &TestServer, key: &common::Key, tag: &str) -> (Option<String>, Duration) {
+    let started = Instant::now();
+    loop {
+        let response = server
+            .post("/api/counterparties", key, &json!({ "name": tag }))
+            .header("Idempotency-Key", tag.to_owned())
+            .timeout(Duration::from_secs(20))
+            .send()
+            .await
+            .expect("an answer within 20 s");
+        let status = response.status().as_u16();
+        let replayed = response.headers().get("idempotent-replayed").map(|v| v.to_str().unwrap().to_owned());
+        if status == 201 {
+            return (replayed, started.elapsed());
+        }
+        assert!(status == 409 || status == 503, "{tag}: a retry is answered 201, 409 or 503, not {status}");
+        assert!(response.headers().contains_key("retry-after"), "{tag}: the {status} says when to retry");
+        assert!(started.elapsed() < Duration::from_secs(30), "{tag}: the retry succeeds within 30 s");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Creates held at their claim, then released into a database whose commits wait for a
+/// standby that never answers; each must be answered 503 with Retry-After (not 201: a cut-short
+/// wait committed only locally; not 500).
+async fn creates_into_a_waiting_commit(
+    server: &TestServer,
+    cluster: &Cluster,
+    key: &common::Key,
+    tags: &[String],
+    cut_short: bool,
+) -> Vec<(u16, bool, String)> {
+    let mut held = Vec::new();
+    for tag in tags {
+        held.push(HeldCreate::start(server, cluster, key, tag).await);
+    }
+    standby_required(cluster, true).await;
+    for create in &mut held {
+        create.send_body().await;
+    }
+    if cut_short {
+        // Cancel the waits as soon as they start (well inside the call deadline): PostgreSQL
+        // then commits locally and reports COMMIT a success, with a warning.
+        let started = Instant::now();
+        while waiting_for_standby(cluster).await == 0 && started.elapsed() < Duration::from_secs(2) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        cluster.execute("SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE wait_event = 'SyncRep'").await;
+    }
+    futures_util::future::join_all(held.into_iter().map(HeldCreate::reply)).await
+}
+
 on_postgres_only! {
+#[tokio::test]
+async fn h2_an_unknown_commit_outcome_is_503_and_a_retry_never_runs_twice() {
+    let cluster = Cluster::start();
+    let server = TestServer::start_with(|c| {
+        fault_config(c, &cluster.url);
+        c.database_timeout_ms = 2_000;
+    })
+    .await;
+    let key = server.key().await;
+    assert_eq!(create(&server, &key, "before").await.0, Some(201));
+
+    for (round, cut_short) in [("cut-short", true), ("past-the-deadline", false)] {
+        let tags: Vec<String> = (0..3).map(|i| format!("{round}-{i}")).collect();
+        let started = Instant::now();
+        let replies = creates_into_a_waiting_commit(&server, &cluster, &key, &tags, cut_short).await;
+        let took = started.elapsed();
+        for (tag, (status, retry_after, text)) in tags.iter().zip(&replies) {
+            eprintln!("{round}: {tag} answered {status} after {took:?}");
+            assert_eq!(*status, 503, "{tag}: a commit of unknown outcome is 503, neither acknowledged nor a 500: {text}");
+            assert!(retry_after, "{tag}: the 503 says when to retry: {text}");
+        }
+        if !cut_short {
+            // Left alone, the COMMITs keep waiting for the standby (no statement timeout cuts
+            // them short): nothing of them is visible yet, and retries must not run them again.
+            assert!(waiting_for_standby(&cluster).await >= 1, "the COMMITs still wait for the standby");
+            let (status, retry_after, _) = create(&server, &key, &tags[0]).await;
+            eprintln!("{round}: a retry while the COMMIT still waits: {status:?}");
+            assert!(matches!(status, Some(409 | 503)) && retry_after, "a retry while the outcome is unknown: 409 or 503 with Retry-After");
+        }
+        // The standby requirement lifted, every wait ends in a local commit: each retry replays it.
+        standby_required(&cluster, false).await;
+        for tag in &tags {
+            let (replayed, after) = retried_until_created(&server, &key, tag).await;
+            eprintln!("{round}: {tag} replayed={replayed:?} after {after:?}");
+            assert_eq!(replayed.as_deref(), Some("true"), "{tag}: the retry replays the commit that landed, it does not run again");
+        }
+    }
+    let (status, list) = common::json(server.get("/api/counterparties?per_page=100", &key).send().await.unwrap()).await;
+    assert_eq!(status, 200, "{list}");
+    let names: Vec<&str> = list.as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    for round in ["cut-short", "past-the-deadline"] {
+        for i in 0..3 {
+            let tag = format!("{round}-{i}");
+            assert_eq!(names.iter().filter(|n| **n == tag).count(), 1, "exactly one counterparty {tag}: {names:?}");
+        }
+    }
+    drop(server);
+}
+
 #[tokio::test]
 async fn h3_a_hung_database_answers_503_within_the_deadline_and_healthz_within_a_second() {
     let cluster = Cluster::start();

@@ -23,6 +23,9 @@ pub struct WriteContext {
     pub(crate) claim: Option<ClaimToken>,
     /// Set once the reply is committed: the claim was released with it.
     pub(crate) stored: Arc<AtomicBool>,
+    /// Set when a commit's outcome is unknown: the claim must not be released, only left to
+    /// its lease, so a retry cannot run while the commit may yet land (SPEC H2).
+    pub(crate) claim_kept: Arc<AtomicBool>,
 }
 
 /// Where a request's reply is kept: its API key's idempotency scope (shared along a chain of
@@ -52,9 +55,17 @@ impl AppState {
         batch.gate = Some(ctx.gate.clone());
         // The commit releases the claim with the reply, and only if the claim is still ours.
         batch.claim = ctx.claim.clone();
-        self.store.commit(batch).await?;
-        ctx.stored.store(true, Ordering::Release);
-        Ok(())
+        match self.store.commit(batch).await {
+            Ok(()) => {
+                ctx.stored.store(true, Ordering::Release);
+                Ok(())
+            }
+            Err(err @ Error::OutcomeUnknown { .. }) => {
+                ctx.claim_kept.store(true, Ordering::Release);
+                Err(err)
+            }
+            Err(err) => Err(err),
+        }
     }
 
     /// The domain's way to commit, for a handler that will answer `status`.

@@ -46,7 +46,7 @@ impl Error {
             Error::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Error::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Error::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-            Error::Unavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            Error::Unavailable { .. } | Error::OutcomeUnknown { .. } => StatusCode::SERVICE_UNAVAILABLE,
             Error::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -62,7 +62,7 @@ impl Error {
             Error::PayloadTooLarge { .. } => "request_too_large",
             Error::UnsupportedMediaType { .. } => "unsupported_media_type",
             Error::RateLimited { .. } => "rate_limit_exceeded",
-            Error::Unavailable { .. } => "service_unavailable",
+            Error::Unavailable { .. } | Error::OutcomeUnknown { .. } => "service_unavailable",
             Error::Internal(_) => "internal_server_error",
         }
     }
@@ -103,7 +103,8 @@ impl IntoResponse for Error {
             }
             Error::Conflict { retry_after_s: Some(secs), .. }
             | Error::RateLimited { retry_after_s: secs }
-            | Error::Unavailable { retry_after_s: secs, .. } => {
+            | Error::Unavailable { retry_after_s: secs, .. }
+            | Error::OutcomeUnknown { retry_after_s: secs, .. } => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(*secs));
             }
             // A conflict nobody can retry away, and every 422: retrying cannot fix them (L4).

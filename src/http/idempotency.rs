@@ -5,8 +5,10 @@
 //! the body is read, so a request still uploading is already in flight (I6). The handler then
 //! runs in its own task: a client that disconnects cannot cancel it halfway. Its effects, events
 //! and the reply bytes commit in one transaction through `AppState::commit_reply` (`app::commit`) (I3, I8);
-//! any failure commits nothing and frees the key (I5). Requests that time out abandon their
-//! [`CommitGate`], so a write never lands after its client was told it failed.
+//! any failure commits nothing and frees the key (I5), except a commit whose outcome is
+//! unknown (it may yet land): that key is left to its lease, so a retry replays or runs once
+//! (H2). Requests that time out abandon their [`CommitGate`], so a write never lands after its
+//! client was told it failed.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -289,14 +291,23 @@ async fn run_gated(state: AppState, request: Request, next: Next, claim: Option<
 
 async fn execute(state: AppState, request: Request, next: Next, claim: Option<ClaimToken>, gate: Arc<CommitGate>) -> Response {
     let release = ReleaseOnDrop::new(&state, claim);
-    let stored = Arc::new(AtomicBool::new(false));
-    let response = match execute_claimed(&state, request, next, release.token.as_ref(), gate, stored.clone()).await {
+    let (stored, claim_kept) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+    let settled = Settled { stored: stored.clone(), claim_kept: claim_kept.clone() };
+    let response = match execute_claimed(&state, request, next, release.token.as_ref(), gate, settled).await {
         Ok(response) => response,
         Err(err) => err.into_response(),
     };
-    // Released before the reply leaves, so a client's immediate retry finds the key free.
-    release.finish(stored.load(Ordering::Acquire)).await;
+    // Released before the reply leaves, so a client's immediate retry finds the key free; but
+    // not after a commit of unknown outcome, which may yet land: its lease frees the key, and
+    // a retry then replays what committed or runs once (H2).
+    release.finish(stored.load(Ordering::Acquire) || claim_kept.load(Ordering::Acquire)).await;
     response
+}
+
+/// How the work's claim ended up, as its commit reports it (see [`WriteContext`]).
+struct Settled {
+    stored: Arc<AtomicBool>,
+    claim_kept: Arc<AtomicBool>,
 }
 
 async fn execute_claimed(
@@ -305,8 +316,9 @@ async fn execute_claimed(
     next: Next,
     claim: Option<&ClaimToken>,
     gate: Arc<CommitGate>,
-    stored: Arc<AtomicBool>,
+    settled: Settled,
 ) -> Result<Response, Error> {
+    let Settled { stored, claim_kept } = settled;
     let (mut parts, body) = request.into_parts();
     let (body, reply) = match claim {
         None => (body, None),
@@ -320,7 +332,7 @@ async fn execute_claimed(
             (Body::from(bytes), Some(target))
         }
     };
-    let ctx = WriteContext { gate, reply, claim: claim.cloned(), stored: stored.clone() };
+    let ctx = WriteContext { gate, reply, claim: claim.cloned(), stored: stored.clone(), claim_kept };
     parts.extensions.insert(ctx.clone());
     let response = next.run(Request::from_parts(parts, body)).await;
     if ctx.reply.is_some() && response.status().is_success() && !stored.load(Ordering::Acquire) {

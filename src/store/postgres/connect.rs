@@ -6,23 +6,31 @@
 //! the URL is split into one configuration per host, and each attempt (TCP, startup,
 //! authentication, the `target_session_attrs` check) runs under the connect timeout before the
 //! next host is tried. The host that answered last is tried first next time, so a pool that
-//! moved on after a failover does not pay the hung host's timeout for every new connection.
+//! moved on after a failover does not pay the hung host's timeout for every new connection. A
+//! host whose set-up took the whole timeout (hung, or unreachable) is passed over for one more
+//! timeout's length while another host remains: until the old primary's successor is promoted,
+//! attempts fail fast on the standby (read-only) instead of waiting on the hung host each time,
+//! and the first attempt after the promotion finds the new primary at once.
 //!
 //! Every connection also gets TCP keepalives and a TCP user timeout (a host that vanishes is
 //! noticed by the kernel), and pooled connections get server-side `statement_timeout` and
-//! `idle_in_transaction_session_timeout` equal to the call deadline.
+//! `idle_in_transaction_session_timeout` equal to the call deadline. A pooled connection's
+//! notices are read as it runs: one saying a COMMIT's synchronous-standby wait was cut short
+//! drops the connection, so that commit is never acknowledged (SPEC H2).
 
 use std::str::FromStr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use deadpool_postgres::Connect;
+use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use rand::Rng;
 use tokio_postgres::config::{Host, LoadBalanceHosts};
+use tokio_postgres::error::DbError;
 use tokio_postgres::tls::NoTlsStream;
-use tokio_postgres::{Client, Config, Connection, NoTls, Socket};
+use tokio_postgres::{AsyncMessage, Client, Config, Connection, NoTls, Socket};
 
 use super::redact;
 
@@ -76,21 +84,65 @@ pub struct Connector {
     hosts: Vec<(String, Config)>,
     /// The host to try first: the one that answered last (shared by connectors of one URL).
     preferred: Arc<AtomicUsize>,
+    /// Hosts passed over for now (shared likewise).
+    suspects: Arc<Suspects>,
     timeout: Duration,
     random: bool,
+}
+
+/// Per host, until when it is passed over (milliseconds after `epoch`; 0: not).
+struct Suspects {
+    epoch: Instant,
+    until_ms: Vec<AtomicU64>,
+}
+
+impl Suspects {
+    fn new(hosts: usize) -> Self {
+        Suspects { epoch: Instant::now(), until_ms: (0..hosts).map(|_| AtomicU64::new(0)).collect() }
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn passed_over(&self, host: usize) -> bool {
+        self.until_ms[host].load(Ordering::Relaxed) > self.now_ms()
+    }
+
+    fn suspect(&self, host: usize, for_: Duration) {
+        let until = self.now_ms().saturating_add(u64::try_from(for_.as_millis()).unwrap_or(u64::MAX));
+        self.until_ms[host].store(until, Ordering::Relaxed);
+    }
 }
 
 impl Connector {
     pub fn new(config: &Config, timeout: Duration) -> Self {
         let random = config.get_load_balance_hosts() == LoadBalanceHosts::Random;
-        Connector { hosts: one_per_host(config), preferred: Arc::new(AtomicUsize::new(0)), timeout, random }
+        let hosts = one_per_host(config);
+        let suspects = Arc::new(Suspects::new(hosts.len()));
+        Connector { hosts, preferred: Arc::new(AtomicUsize::new(0)), suspects, timeout, random }
     }
 
     /// A connector for the same hosts with other settings (`config`, from the same URL) that
-    /// shares this one's preferred host: where the migrations found the primary, the pool
-    /// looks first.
+    /// shares this one's preferred and passed-over hosts: where the migrations found the
+    /// primary, the pool looks first.
     pub fn sibling(&self, config: &Config) -> Self {
-        Connector { hosts: one_per_host(config), preferred: self.preferred.clone(), timeout: self.timeout, random: self.random }
+        Connector {
+            hosts: one_per_host(config),
+            preferred: self.preferred.clone(),
+            suspects: self.suspects.clone(),
+            timeout: self.timeout,
+            random: self.random,
+        }
+    }
+
+    /// The hosts to try, in order: from `first` round the list, without those passed over
+    /// unless every host is.
+    fn order(&self, first: usize) -> Vec<usize> {
+        let n = self.hosts.len();
+        let all: Vec<usize> = (0..n).map(|step| (first + step) % n).collect();
+        let fresh: Vec<usize> = all.iter().copied().filter(|&i| !self.suspects.passed_over(i)).collect();
+        if fresh.is_empty() { all } else { fresh }
     }
 
     pub fn hosts(&self) -> usize {
@@ -102,10 +154,15 @@ impl Connector {
         let n = self.hosts.len();
         let first = if self.random { rand::rng().random_range(0..n) } else { self.preferred.load(Ordering::Relaxed) % n };
         let mut failure = None;
-        for step in 0..n {
-            let i = (first + step) % n;
+        for i in self.order(first) {
             let (name, config) = &self.hosts[i];
-            let error = match tokio::time::timeout(self.timeout, config.connect(NoTls)).await {
+            let started = Instant::now();
+            let outcome = tokio::time::timeout(self.timeout, config.connect(NoTls)).await;
+            // The whole timeout spent (hung, or no answer to the TCP connect): pass it over.
+            if n > 1 && started.elapsed() >= self.timeout && !matches!(outcome, Ok(Ok(_))) {
+                self.suspects.suspect(i, self.timeout);
+            }
+            let error = match outcome {
                 Ok(Ok(pair)) => {
                     if i != first {
                         tracing::warn!(host = %name, "connected to another host of the database URL");
@@ -134,14 +191,45 @@ impl Connect for PoolConnect {
     fn connect(&self, _: &Config) -> BoxFuture<'_, Result<(Client, tokio::task::JoinHandle<()>), tokio_postgres::Error>> {
         Box::pin(async move {
             let (client, connection) = self.0.connect().await?;
-            let driver = tokio::spawn(async move {
-                if let Err(err) = connection.await {
-                    tracing::debug!(error = %crate::error::chain(&err), "a database connection ended");
-                }
-            });
-            Ok((client, driver))
+            Ok((client, tokio::spawn(drive(connection))))
         })
     }
+}
+
+/// Drives a pooled connection, reading the server's notices on the way. A COMMIT whose wait
+/// for the synchronous standby was cut short (a cancel, or the session being terminated)
+/// committed locally but perhaps on no standby, which a failover would lose; PostgreSQL says so
+/// in a WARNING just before it reports the COMMIT a success. So on that warning the connection
+/// is dropped before the COMMIT's own answer is read: the request sees a lost connection, an
+/// outcome unknown (503, its claim kept), never an acknowledgement (SPEC H2).
+async fn drive(mut connection: Connection<Socket, NoTlsStream>) {
+    let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
+    while let Some(message) = messages.next().await {
+        match message {
+            Ok(AsyncMessage::Notice(notice)) if standby_wait_cut_short(&notice) => {
+                tracing::warn!(
+                    code = notice.code().code(),
+                    error = notice.message(),
+                    "a COMMIT's wait for the synchronous standby was cut short; dropping its connection so the commit is not acknowledged"
+                );
+                return;
+            }
+            Ok(AsyncMessage::Notice(notice)) => {
+                tracing::info!(code = notice.code().code(), notice = notice.message(), "notice from PostgreSQL");
+            }
+            Ok(_) => {}
+            Err(err) => {
+                tracing::debug!(error = %crate::error::chain(&err), "a database connection ended");
+                return;
+            }
+        }
+    }
+}
+
+/// Whether `notice` is PostgreSQL's warning that a COMMIT stopped waiting for its synchronous
+/// standby (raised in `SyncRepWaitForLSN`; the routine name is not translated, the message is).
+fn standby_wait_cut_short(notice: &DbError) -> bool {
+    notice.routine() == Some("SyncRepWaitForLSN") || notice.message().contains("synchronous replication")
 }
 
 /// One configuration per host of `config` (named `host:port` for logs; never the password),
@@ -251,6 +339,23 @@ mod tests {
             assert_eq!(one.get_tcp_user_timeout(), Some(&Duration::from_secs(10)));
         }
         assert!(!hosts.iter().any(|(name, _)| name.contains("s3cret")));
+    }
+
+    #[test]
+    fn h1_a_host_that_took_the_whole_timeout_is_passed_over_while_another_remains() {
+        let config = config("postgres://u@db1:5433,db2:5434,db3:5435/d", &Options::default(), true).unwrap();
+        let connector = Connector::new(&config, Duration::from_secs(5));
+        assert_eq!(connector.order(1), [1, 2, 0]);
+        connector.suspects.suspect(1, Duration::from_secs(60));
+        assert_eq!(connector.order(1), [2, 0], "the hung host is passed over");
+        let sibling = connector.sibling(&config);
+        assert_eq!(sibling.order(0), [0, 2], "siblings share what they know");
+        for host in [0, 2] {
+            connector.suspects.suspect(host, Duration::from_secs(60));
+        }
+        assert_eq!(connector.order(1), [1, 2, 0], "with every host passed over, all are tried");
+        connector.suspects.suspect(1, Duration::ZERO);
+        assert_eq!(connector.order(0), [1], "a host's turn comes back once its time is over");
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //! and `read_only_sql_transaction` (25006: the primary was demoted under us) mean "this server,
 //! now": 503. Everything else is a 500 whose PostgreSQL message and code stay in the log. The
 //! 503s are logged too, at warn, at most once a second (an outage fails every request), with
-//! the number of lines held back.
+//! the number of lines held back. A COMMIT without an answer is its own case (SPEC H2): the
+//! work may have landed, so the request's idempotency claim is kept (see [`commit`]).
 
 use std::future::Future;
 use std::sync::{Mutex, PoisonError};
@@ -88,6 +89,44 @@ pub(crate) async fn within<T>(deadline: Duration, work: impl Future<Output = Res
     }
 }
 
+/// COMMIT, exempt from the session's `statement_timeout`: on a synchronously replicated
+/// primary, COMMIT waits for the standby, and a cancel (which is what the timeout is) would cut
+/// that wait short and make the transaction visible though no standby has it. The call
+/// deadline still bounds the request; the server finishes the wait (or is failed over) alone.
+const COMMIT_SQL: &str = "SET LOCAL statement_timeout = 0; COMMIT";
+
+/// Commits the transaction open on `client`, under `deadline`. A COMMIT the server refused
+/// was rolled back: its own error. One with no answer (deadline, connection lost, server going
+/// down, or its standby wait cut short: see `connect`) may have committed or not: 503
+/// [`Error::OutcomeUnknown`], and the connection is not to be reused.
+pub(crate) async fn commit(client: &Object, deadline: Duration) -> Result<()> {
+    match within(deadline, async { client.batch_execute(COMMIT_SQL).await.map_err(db_err) }).await {
+        Err(Error::Unavailable { .. }) => {
+            warn_unavailable(
+                "-",
+                "a COMMIT got no answer: its outcome is unknown, and its Idempotency-Key stays claimed until its lease ends",
+            );
+            Err(outcome_unknown())
+        }
+        known => known,
+    }
+}
+
+/// What a request whose COMMIT got no answer is told: a retry with the same Idempotency-Key
+/// replays the reply if the commit took effect, and runs it once if not.
+pub(crate) fn outcome_unknown() -> Error {
+    Error::OutcomeUnknown {
+        message: "The database did not confirm this request's commit; retry it with the same Idempotency-Key.".into(),
+        retry_after_s: RETRY_AFTER_S,
+    }
+}
+
+/// Whether a call that failed with `err` leaves its connection in doubt (mid-statement, in a
+/// transaction, on a hung, gone or demoted server): then it is dropped, never reused.
+pub(crate) fn breaks_connection(err: &Error) -> bool {
+    matches!(err, Error::Unavailable { .. } | Error::OutcomeUnknown { .. })
+}
+
 /// Logs an unavailability at warn, at most once every [`WARN_EVERY`], with the count held back.
 pub(crate) fn warn_unavailable(code: &str, detail: &str) {
     static LAST: Mutex<Option<(Instant, u64)>> = Mutex::new(None);
@@ -126,7 +165,7 @@ impl Db {
     /// primary, and it is dropped. So are the pool's idle connections, which share its server:
     /// each would otherwise cost a request its deadline before being found out.
     pub fn settle<T>(&self, client: Object, outcome: Result<T>) -> Result<T> {
-        if matches!(outcome, Err(Error::Unavailable { .. })) {
+        if outcome.as_ref().is_err_and(breaks_connection) {
             self.discard(client);
         }
         outcome

@@ -9,12 +9,15 @@
 //! fails is left out before anything is written; if a write fails anyway, the group is rolled
 //! back and each batch is committed on its own, so one batch's failure never touches another's
 //! (unless the failure was the database's: unreachable, hung past the call deadline or
-//! read-only, when every batch of the group is answered 503 at once).
-//! Durability is PostgreSQL's: the one COMMIT returns only once it is flushed (SPEC S3).
+//! read-only, when every batch of the group is answered 503 at once). A COMMIT that gets no
+//! answer leaves every batch of the group with an unknown outcome: each is answered 503 and
+//! keeps its idempotency claim until its lease ends (SPEC H2).
+//! Durability is PostgreSQL's: the one COMMIT returns only once it is flushed, and replicated
+//! to the synchronous standby if there is one (SPEC S3, H2).
 
 use std::collections::{BTreeMap, HashSet};
 
-use super::{Db, claims, commit_alone, db_err, ledger, queue, within, writes};
+use super::{Db, claims, commit_alone, db_err, faults, ledger, queue, within, writes};
 use crate::error::{Error, Result};
 use crate::store::ledger::{self as store_ledger, AccountState, LedgerLine};
 use crate::store::sql::kind_str;
@@ -69,10 +72,10 @@ async fn committer(db: Db, jobs: queue::Jobs<WriteBatch, ()>) {
 /// How a group's transaction ended.
 enum Written {
     Committed,
-    /// Failed before COMMIT was sent: nothing of it is in the database.
+    /// Failed before COMMIT, or refused by it: nothing of it is in the database.
     RolledBack(Error),
-    /// COMMIT itself failed: whether it took effect is unknown, so nobody retries it here.
-    CommitFailed(Error),
+    /// COMMIT got no answer: whether it took effect is unknown, so nobody retries it here.
+    OutcomeUnknown(Error),
 }
 
 async fn commit_group(db: &Db, group: Vec<Job>) {
@@ -87,15 +90,14 @@ async fn commit_group(db: &Db, group: Vec<Job>) {
         Written::RolledBack(err) => {
             tracing::debug!(error = %crate::error::chain(&err), "a group commit was rolled back; committing its batches one by one")
         }
-        Written::CommitFailed(err) => tracing::warn!(error = %crate::error::chain(&err), "a group COMMIT failed; its outcome is unknown"),
-        Written::Committed => {}
+        Written::OutcomeUnknown(_) | Written::Committed => {}
     }
     for (job, outcome) in group.into_iter().zip(outcomes) {
         let result = match (&written, outcome) {
             // Left out before the write (claim lost, precondition failed, abandoned).
             (_, Some(refused)) => refused,
             (Written::Committed, None) => Ok(()),
-            (Written::CommitFailed(_), None) => Err(commit_outcome_unknown()),
+            (Written::OutcomeUnknown(_), None) => Err(faults::outcome_unknown()),
             // The database is out of reach (or hung, or read-only): alone, each would fail
             // too, one deadline after the other.
             (Written::RolledBack(Error::Unavailable { message, retry_after_s }), None) => {
@@ -110,14 +112,15 @@ async fn commit_group(db: &Db, group: Vec<Job>) {
 /// The group's transaction, each step under the call deadline; a connection that failed with
 /// 503 is dropped (rolled back by the server when it sees the connection close).
 async fn write_and_commit(db: &Db, group: &[Job], outcomes: &mut [Option<Result<()>>]) -> Written {
-    let mut client = match db.get().await {
+    let client = match db.get().await {
         Ok(client) => client,
         Err(err) => return Written::RolledBack(err),
     };
-    let written = match within(db.deadline, write_group(&mut client, group, outcomes)).await {
-        Ok(()) => match within(db.deadline, async { client.batch_execute("COMMIT").await.map_err(db_err) }).await {
+    let written = match within(db.deadline, write_group(&client, group, outcomes)).await {
+        Ok(()) => match faults::commit(&client, db.deadline).await {
             Ok(()) => Written::Committed,
-            Err(err) => Written::CommitFailed(err),
+            Err(err @ Error::OutcomeUnknown { .. }) => Written::OutcomeUnknown(err),
+            Err(refused) => Written::RolledBack(refused),
         },
         Err(err @ Error::Unavailable { .. }) => Written::RolledBack(err),
         Err(err) => match within(db.deadline, async { client.batch_execute("ROLLBACK").await.map_err(db_err) }).await {
@@ -126,24 +129,17 @@ async fn write_and_commit(db: &Db, group: &[Job], outcomes: &mut [Option<Result<
             Err(broken) => Written::RolledBack(broken),
         },
     };
-    if matches!(&written, Written::RolledBack(Error::Unavailable { .. }) | Written::CommitFailed(Error::Unavailable { .. })) {
+    if let Written::RolledBack(err) | Written::OutcomeUnknown(err) = &written
+        && faults::breaks_connection(err)
+    {
         db.discard(client);
     }
     written
 }
 
-/// What each request of a group whose COMMIT failed is told: a retry with the same
-/// Idempotency-Key replays the reply if the commit did take effect, and runs it if not.
-fn commit_outcome_unknown() -> Error {
-    Error::Unavailable {
-        message: "The database failed while committing this request; retry it with the same Idempotency-Key.".into(),
-        retry_after_s: 1,
-    }
-}
-
 /// Opens a transaction and writes the batches of `group` not refused into `outcomes`, leaving
 /// the transaction open for the caller to commit (or roll back, on an error).
-async fn write_group(client: &mut deadpool_postgres::Object, group: &[Job], outcomes: &mut [Option<Result<()>>]) -> Result<()> {
+async fn write_group(client: &deadpool_postgres::Object, group: &[Job], outcomes: &mut [Option<Result<()>>]) -> Result<()> {
     client.batch_execute("BEGIN").await.map_err(db_err)?;
     let (released, present) = tokio::join!(release_claims(client, group), lock_required(client, group));
     let (released, present) = (released?, present?);

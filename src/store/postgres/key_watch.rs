@@ -185,7 +185,7 @@ async fn withdraw(link: &Link, instance: &str) {
 }
 
 /// In a key-changing transaction: moves the epoch (and tells every instance at commit).
-pub async fn bump(tx: &deadpool_postgres::Transaction<'_>) -> Result<i64> {
+pub async fn bump(tx: &deadpool_postgres::Object) -> Result<i64> {
     let row = tx.query_one("UPDATE keys_epoch SET epoch = epoch + 1 RETURNING epoch", &[]).await.map_err(db_err)?;
     tx.batch_execute("NOTIFY payrail_keys").await.map_err(db_err)?;
     Ok(row.get(0))

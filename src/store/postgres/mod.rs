@@ -177,14 +177,17 @@ fn unreachable(url: &str, err: &tokio_postgres::Error) -> anyhow::Error {
     anyhow::anyhow!("cannot reach PostgreSQL at {}: {}", redact(url), crate::error::chain(err))
 }
 
-/// Commits one batch in its own transaction, under the call deadline.
+/// Commits one batch in its own transaction: the writes under the call deadline, then the
+/// COMMIT under its own (`faults::commit`: no answer is an unknown outcome, not a failure).
 async fn commit_alone(db: &Db, batch: WriteBatch) -> Result<()> {
-    let mut client = db.get().await?;
-    let committed = within(db.deadline, write_and_commit(&mut client, &batch)).await;
-    let key_epoch = match committed {
+    let client = db.get().await?;
+    let key_epoch = match within(db.deadline, write_alone(&client, &batch)).await {
         Ok(epoch) => epoch,
-        Err(err) => return db.settle(client, Err(err)),
+        Err(err) => return roll_back(db, client, err).await,
     };
+    if let Err(err) = faults::commit(&client, db.deadline).await {
+        return db.settle(client, Err(err));
+    }
     // A key change returns only once no instance can still serve the old key from its cache
     // (a wait of its own, bounded by the key leases rather than the call deadline).
     let acknowledged = match key_epoch {
@@ -194,19 +197,36 @@ async fn commit_alone(db: &Db, batch: WriteBatch) -> Result<()> {
     db.settle(client, acknowledged)
 }
 
-/// The batch's transaction, up to and including its COMMIT; the new key epoch if it moved one.
-async fn write_and_commit(client: &mut deadpool_postgres::Object, batch: &WriteBatch) -> Result<Option<i64>> {
-    let tx = client.transaction().await.map_err(db_err)?;
-    writes::apply_all(&tx, batch.claim.as_ref(), &batch.writes).await?;
-    let key_epoch = if batch.changes_keys() { Some(key_watch::bump(&tx).await?) } else { None };
+/// The batch's transaction, up to its COMMIT (left to the caller); the new key epoch if it
+/// moved one.
+async fn write_alone(client: &deadpool_postgres::Object, batch: &WriteBatch) -> Result<Option<i64>> {
+    client.batch_execute("BEGIN").await.map_err(db_err)?;
+    writes::apply_all(client, batch.claim.as_ref(), &batch.writes).await?;
+    let key_epoch = if batch.changes_keys() { Some(key_watch::bump(client).await?) } else { None };
     // Checked last, just before the commit: after this the request's answer is the commit's.
     if let Some(gate) = &batch.gate
         && !gate.begin_commit()
     {
         return Err(abandoned());
     }
-    tx.commit().await.map_err(db_err)?;
     Ok(key_epoch)
+}
+
+/// Ends the transaction open on `client` after `err`, which is the answer: rolled back, or, if
+/// the connection is in doubt, dropped (the server rolls back when it sees it close).
+async fn roll_back<T>(db: &Db, client: deadpool_postgres::Object, err: Error) -> Result<T> {
+    if faults::breaks_connection(&err) {
+        return db.settle(client, Err(err));
+    }
+    match within(db.deadline, async { client.batch_execute("ROLLBACK").await.map_err(db_err) }).await {
+        Ok(()) => Err(err),
+        // The rollback failing says the connection cannot be trusted: it is dropped, and the
+        // request's answer stays its own error.
+        Err(_) => {
+            db.discard(client);
+            Err(err)
+        }
+    }
 }
 
 /// The per-database secret keys are hashed under, stored sealed; made by the first instance.

@@ -4,7 +4,7 @@
 //! sent as one pipeline (PostgreSQL runs the statements in the order sent, so the effect is the
 //! same as one after the other), and every statement is prepared once per connection.
 
-use deadpool_postgres::Transaction;
+use deadpool_postgres::Object;
 use futures_util::future::join_all;
 use tokio_postgres::Statement;
 use tokio_postgres::types::ToSql;
@@ -19,8 +19,9 @@ use crate::store::{ClaimToken, ObjectRecord, StoredReply, Write, claim_lost};
 /// longer ours, and the commit must not happen (see migration 0004).
 const RELEASE_OWN_CLAIM: &str = "DELETE FROM idempotency_claims WHERE api_key_id = $1 AND key = $2 AND nonce = $3";
 
-/// Applies `writes` (and releases `claim`) in `tx`, in order; the first failure wins.
-pub async fn apply_all(tx: &Transaction<'_>, claim: Option<&ClaimToken>, writes: &[Write]) -> Result<()> {
+/// Applies `writes` (and releases `claim`) on `tx`, a connection with a transaction open, in
+/// order; the first failure wins.
+pub async fn apply_all(tx: &Object, claim: Option<&ClaimToken>, writes: &[Write]) -> Result<()> {
     // A replace or a cap is several dependent statements; batches holding one go one write at a time.
     let pipelined = writes.iter().all(|write| single_statement(write).is_some());
     // Prepared first, in order, so that the pipeline's statements leave in the batch's order.
@@ -50,7 +51,7 @@ pub async fn apply_all(tx: &Transaction<'_>, claim: Option<&ClaimToken>, writes:
     applied.into_iter().collect()
 }
 
-async fn release_own_claim(tx: &Transaction<'_>, token: &ClaimToken) -> Result<()> {
+async fn release_own_claim(tx: &Object, token: &ClaimToken) -> Result<()> {
     let statement = tx.prepare_cached(RELEASE_OWN_CLAIM).await.map_err(db_err)?;
     let released = tx.execute(&statement, &[&token.api_key_id, &token.key, &(token.nonce as i64)]).await.map_err(db_err)?;
     if released == 0 {
@@ -112,7 +113,7 @@ fn single_statement(write: &Write) -> Option<&'static str> {
 }
 
 /// Applies one write: a statement of its own, or (a replace, a cap) a few dependent ones.
-async fn apply(tx: &Transaction<'_>, write: &Write) -> Result<()> {
+async fn apply(tx: &Object, write: &Write) -> Result<()> {
     let Some(sql) = single_statement(write) else {
         return match write {
             Write::Replace { record, expected_version } => replace_object(tx, record, *expected_version).await,
@@ -135,7 +136,7 @@ async fn apply(tx: &Transaction<'_>, write: &Write) -> Result<()> {
 }
 
 /// Runs a single-statement write; how many rows it touched.
-async fn execute(tx: &Transaction<'_>, statement: &Statement, write: &Write) -> Result<u64, tokio_postgres::Error> {
+async fn execute(tx: &Object, statement: &Statement, write: &Write) -> Result<u64, tokio_postgres::Error> {
     match write {
         Write::Insert(record) => insert_object(tx, statement, record).await,
         Write::Delete { kind, scope, id } => deleted(tx.query_one(statement, &[id, kind, &scope.organization_id, &scope.live_mode]).await),
@@ -167,7 +168,7 @@ fn check_affected(write: &Write, affected: u64) -> Result<()> {
     }
 }
 
-async fn insert_object(tx: &Transaction<'_>, statement: &Statement, record: &ObjectRecord) -> Result<u64, tokio_postgres::Error> {
+async fn insert_object(tx: &Object, statement: &Statement, record: &ObjectRecord) -> Result<u64, tokio_postgres::Error> {
     let (names, values) = term_columns(record);
     let scope = &record.scope;
     let created_at = record.created_at.as_micros();
@@ -176,7 +177,7 @@ async fn insert_object(tx: &Transaction<'_>, statement: &Statement, record: &Obj
     tx.execute(statement, &params).await
 }
 
-async fn insert_api_key(tx: &Transaction<'_>, statement: &Statement, key: &ApiKey, hash: &KeyHash) -> Result<u64, tokio_postgres::Error> {
+async fn insert_api_key(tx: &Object, statement: &Statement, key: &ApiKey, hash: &KeyHash) -> Result<u64, tokio_postgres::Error> {
     let params: [&(dyn ToSql + Sync); 10] = [
         &key.id,
         &&hash.0[..],
@@ -192,7 +193,7 @@ async fn insert_api_key(tx: &Transaction<'_>, statement: &Statement, key: &ApiKe
     tx.execute(statement, &params).await
 }
 
-async fn update_api_key(tx: &Transaction<'_>, statement: &Statement, key: &ApiKey) -> Result<u64, tokio_postgres::Error> {
+async fn update_api_key(tx: &Object, statement: &Statement, key: &ApiKey) -> Result<u64, tokio_postgres::Error> {
     let params: [&(dyn ToSql + Sync); 5] = [
         &key.id,
         &key.name,
@@ -203,7 +204,7 @@ async fn update_api_key(tx: &Transaction<'_>, statement: &Statement, key: &ApiKe
     tx.execute(statement, &params).await
 }
 
-async fn save_reply(tx: &Transaction<'_>, statement: &Statement, reply: &StoredReply) -> Result<u64, tokio_postgres::Error> {
+async fn save_reply(tx: &Object, statement: &Statement, reply: &StoredReply) -> Result<u64, tokio_postgres::Error> {
     let params: [&(dyn ToSql + Sync); 8] = [
         &reply.api_key_id,
         &reply.key,
@@ -239,7 +240,7 @@ fn term_columns(record: &ObjectRecord) -> (Vec<&str>, Vec<&str>) {
 /// advisory lock on (kind, scope), held until it ends: a concurrent batch with the same cap, on
 /// any instance, waits here until this one commits, and its count (a new statement, so a new
 /// snapshot under READ COMMITTED) then sees this one's insert. Nothing races past the cap.
-async fn within_cap(tx: &Transaction<'_>, kind: &str, scope: &crate::base::api_key::Scope, max: usize) -> Result<bool> {
+async fn within_cap(tx: &Object, kind: &str, scope: &crate::base::api_key::Scope, max: usize) -> Result<bool> {
     let lock_name = format!("payrail.cap/{kind}/{}/{}", scope.live_mode, scope.organization_id);
     tx.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", &[&lock_name]).await.map_err(db_err)?;
     let limit = i64::try_from(max).unwrap_or(i64::MAX);
@@ -253,7 +254,7 @@ async fn within_cap(tx: &Transaction<'_>, kind: &str, scope: &crate::base::api_k
     Ok(row.get::<_, i64>(0) < limit)
 }
 
-async fn replace_object(tx: &Transaction<'_>, record: &ObjectRecord, expected_version: i64) -> Result<()> {
+async fn replace_object(tx: &Object, record: &ObjectRecord, expected_version: i64) -> Result<()> {
     let scope = &record.scope;
     let row = tx
         .query_opt(
@@ -285,7 +286,7 @@ async fn replace_object(tx: &Transaction<'_>, record: &ObjectRecord, expected_ve
     insert_terms(tx, seq, record).await
 }
 
-async fn insert_terms(tx: &Transaction<'_>, seq: i64, record: &ObjectRecord) -> Result<()> {
+async fn insert_terms(tx: &Object, seq: i64, record: &ObjectRecord) -> Result<()> {
     if record.terms.is_empty() {
         return Ok(());
     }
