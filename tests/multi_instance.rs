@@ -204,7 +204,8 @@ async fn e3_concurrent_cancels_from_two_instances_make_one_transition() {
     let key = a.key().await;
     let (_, account) = json(a.post("/api/internal_accounts", &key, &json!({"name": "Ops", "currency": "USD"})).send().await.unwrap()).await;
     let (_, counterparty) = json(
-        a.post("/api/counterparties", &key, &json!({"name": "V", "accounts": [{"account_details": [{"account_number": "1234"}]}]}))
+        a.post("/api/counterparties", &key, &json!({"name": "V", "accounts": [{"account_details": [{"account_number": "1234"}],
+            "routing_details": [{"routing_number": "121141822", "routing_number_type": "aba"}]}]}))
             .send()
             .await
             .unwrap(),

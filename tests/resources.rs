@@ -567,7 +567,19 @@ async fn a3_tenant_isolation() {
     assert_eq!(live_cp["live_mode"], true, "a live key's objects are live_mode");
     assert_eq!(cp["live_mode"], false);
 
+    // A live internal account names its connection (SPEC B1); the body below is otherwise the same.
+    let live_connection = common::live_connection(&server, "default").await;
     for (who, key) in [("another organization", &stranger), ("the same organization's live key", &owner_live)] {
+        let account = |extra: Value| {
+            let mut body = json!({"name": "X", "currency": "USD"});
+            if std::ptr::eq(key, &owner_live) {
+                body["connection_id"] = json!(live_connection);
+            }
+            for (k, v) in extra.as_object().unwrap() {
+                body[k] = v.clone();
+            }
+            body
+        };
         for path in
             [format!("/api/counterparties/{cp_id}"), format!("/api/external_accounts/{acct_id}"), format!("/api/internal_accounts/{ia_id}")]
         {
@@ -601,12 +613,11 @@ async fn a3_tenant_isolation() {
         assert_error(status, &body, 422, "parameter_invalid");
         assert_eq!(body["errors"]["parameter"], "counterparty_id", "{who}: {body}");
         let (status, body) =
-            status_of(server.post("/api/internal_accounts", key, &json!({"name": "X", "currency": "USD", "counterparty_id": cp_id}))).await;
+            status_of(server.post("/api/internal_accounts", key, &account(json!({"counterparty_id": cp_id})))).await;
         assert_error(status, &body, 422, "parameter_invalid");
         assert_eq!(body["errors"]["parameter"], "counterparty_id", "{who}: {body}");
         let (status, body) =
-            status_of(server.post("/api/internal_accounts", key, &json!({"name": "X", "currency": "USD", "parent_account_id": ia_id})))
-                .await;
+            status_of(server.post("/api/internal_accounts", key, &account(json!({"parent_account_id": ia_id})))).await;
         assert_error(status, &body, 422, "parameter_invalid");
         assert_eq!(body["errors"]["parameter"], "parent_account_id", "{who}: {body}");
         let theirs = create(&server, "/api/external_accounts", key, json!({"party_name": "Theirs"})).await;

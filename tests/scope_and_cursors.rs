@@ -35,8 +35,13 @@ fn id_of(value: &Value) -> String {
     value["id"].as_str().unwrap_or_else(|| panic!("no id in {value}")).to_owned()
 }
 
+/// An internal account; a live one through a live connection of the key's organization (SPEC B1).
 async fn internal_account(server: &TestServer, key: &Key) -> String {
-    id_of(&created(server, key, "/api/internal_accounts", &json!({"name": "Operating", "currency": "USD"})).await)
+    let mut body = json!({"name": "Operating", "currency": "USD"});
+    if key.secret.starts_with("pr_live_") {
+        body["connection_id"] = json!(common::live_connection(server, &key.org).await);
+    }
+    id_of(&created(server, key, "/api/internal_accounts", &body).await)
 }
 
 /// A counterparty with one account: (counterparty id, external account id).

@@ -291,7 +291,13 @@ async fn e2_typed_fields_keep_their_wire_form() {
 async fn e3_sandbox_return_keeps_amount_and_currency() {
     let server = TestServer::start_with(|c| c.sandbox_step_ms = 0).await;
     let key = server.key().await;
-    let (originating, receiving) = accounts(&server, &key, "EUR").await;
+    let (originating, _) = accounts(&server, &key, "EUR").await;
+    // SEPA carries an IBAN and a BIC (SPEC B3).
+    let iban = json!({"name": "Lieferant", "accounts": [{
+        "account_details": [{"account_number": "DE89370400440532013000", "account_number_type": "iban"}],
+        "routing_details": [{"routing_number": "COBADEFFXXX", "routing_number_type": "swift"}]
+    }]});
+    let receiving = created(&server, &key, "/api/counterparties", iban).await["accounts"][0]["id"].as_str().unwrap().to_owned();
     let order = created(&server, &key, "/api/payment_orders", with(&order(&originating, &receiving), json!({"amount": 4040, "type": "sepa"}))).await;
     let id = order["id"].as_str().unwrap();
     let mut returned = Value::Null;
