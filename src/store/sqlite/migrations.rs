@@ -14,6 +14,7 @@ const MIGRATIONS: &[(i64, Step)] = &[
     (2, Step::Code(replies_into_slots)),
     (3, Step::Sql(include_str!("migrations/0003_idempotency_scope.sql"))),
     (4, Step::Sql(include_str!("migrations/0004_ledgers.sql"))),
+    (5, Step::Sql(include_str!("migrations/0005_leases.sql"))),
 ];
 
 /// Migration 2: stored replies get rowids derived from their keys (see `reply_slots`).
