@@ -8,10 +8,11 @@
 //!   and turned into an entry at cut-off.
 //!
 //! - `connection`: registering a bank connection from its TOML config (B1).
-//!
-//! Cut-offs (B2), transports and the file records (B6) come next and sit on these.
+//! - `cutoff`: cut-offs (B2, B4): approved live orders claimed into files exactly once, the
+//!   files written, uploaded and recorded (B6); the scheduled worker of `payrail serve`.
 
 pub mod ach;
 pub mod calendar;
 pub mod connection;
+pub mod cutoff;
 pub mod formats;

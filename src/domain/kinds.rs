@@ -20,3 +20,9 @@ pub const LEDGER_ENTRY: &str = "ledger_entry";
 pub const CONNECTION: &str = "connection";
 /// The private half of a connection: its settings and sealed credentials. Never served.
 pub const CONNECTION_SETTINGS: &str = "connection_settings";
+/// A file sent to or received from a bank (SPEC B6): its name, rail, status and totals. Never
+/// served by the API; the command line lists and shows files.
+pub const BANK_FILE: &str = "bank_file";
+/// What a bank file carries, frozen when its orders were claimed: a slice of its entries, from
+/// which the file is written (and written again, byte for byte, after a crash).
+pub const BANK_FILE_PART: &str = "bank_file_part";
