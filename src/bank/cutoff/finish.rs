@@ -141,7 +141,7 @@ async fn mark_sent(run: &Run<'_>, file: &BankFile) -> Result<()> {
             batch.push(run.lease.fence());
             for id in &ids {
                 sequence += 1;
-                let trace = odfi.as_deref().map(|odfi| TraceNumber::new(odfi, sequence).map(|t| t.to_string())).flatten();
+                let trace = odfi.as_deref().and_then(|odfi| TraceNumber::new(odfi, sequence)).map(|t| t.to_string());
                 let reference = trace.as_deref().map(|number| carry::Reference { number, kind: carry::ACH_TRACE_NUMBER });
                 let Some(order) = stored.remove(id) else { continue };
                 if let Some(writes) = carry::sent(&run.scope, &order, &file.id, reference, run.now)? {

@@ -109,12 +109,15 @@ pub struct AccountSnap {
     pub account_type: Option<String>,
     pub party_address: Option<AddressSnap>,
     /// `(account_number_type, account_number)`, in the account's order.
-    pub account_details: Vec<(String, String)>,
+    pub account_details: Numbers,
     /// `(routing_number_type, routing_number)`, in the account's order.
-    pub routing_details: Vec<(String, String)>,
+    pub routing_details: Numbers,
 }
 
-fn details(accounts: &[AccountDetail], routings: &[RoutingDetail]) -> (Vec<(String, String)>, Vec<(String, String)>) {
+/// `(type, number)` pairs: an account's account or routing details as frozen.
+pub type Numbers = Vec<(String, String)>;
+
+fn details(accounts: &[AccountDetail], routings: &[RoutingDetail]) -> (Numbers, Numbers) {
     let accounts = accounts
         .iter()
         .filter(|a| a.discarded_at.is_none())
