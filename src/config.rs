@@ -65,6 +65,10 @@ pub struct Config {
     /// Time the sandbox bank waits between the steps of a sandbox payment order; 0 moves them
     /// as fast as it can (tests). Live orders are never moved.
     pub sandbox_step_ms: u64,
+    /// How often the bank worker looks for connections' cut-off times that came and for failed
+    /// uploads due a retry (SPEC B2); 0 turns scheduled cut-offs off (`payrail bank cutoff`
+    /// still runs them).
+    pub bank_tick_ms: u64,
     /// Send webhooks to private, shared, link-local and unique-local addresses (10/8,
     /// 172.16/12, 192.168/16, 100.64/10, 169.254/16, fc00::/7, fe80::/10), in both modes; off
     /// by default (server-side request forgery guard, SPEC W5). Loopback is for sandbox mode
@@ -128,6 +132,7 @@ impl Default for Config {
             idempotency_lease_ms: 10_000,
             idempotency_strict: false,
             sandbox_step_ms: 2_000,
+            bank_tick_ms: 15_000,
             webhooks_allow_private: false,
             webhook_poll_ms: 250,
             webhook_timeout_ms: 5_000,

@@ -176,6 +176,7 @@ pub async fn launch(config: Config, listener: TcpListener, shutdown: impl Future
     tokio::spawn(purge_replies(state.clone(), stop_rx.clone()));
     tokio::spawn(sandbox::run(state.clone(), stop_rx.clone()));
     tokio::spawn(ledger_monitor::run(state.clone(), stop_rx.clone()));
+    tokio::spawn(bank::cutoff::schedule::run(state.clone(), stop_rx.clone()));
     let webhook_worker = tokio::spawn(webhooks::run(state.clone(), stop_rx.clone()));
     let local_addr = listener.local_addr()?;
     let options = ListenerOptions {

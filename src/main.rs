@@ -75,6 +75,11 @@ enum Command {
         #[command(subcommand)]
         command: ConnectionsCommand,
     },
+    /// Cut-offs and the files sent to banks (SPEC B2, B6; works beside running servers).
+    Bank {
+        #[command(subcommand)]
+        command: BankCommand,
+    },
     /// Manage the master key that seals secrets at rest (works beside running servers).
     MasterKey {
         #[command(subcommand)]
@@ -220,6 +225,40 @@ enum ConnectionsCommand {
 }
 
 #[derive(Subcommand)]
+enum BankCommand {
+    /// Run a connection's cut-off now: its approved, due live payment orders go to the bank in
+    /// one file per rail; files a crashed or failed run left are finished first. Prints a line
+    /// per file (id, name, rail, orders, totals, status).
+    Cutoff {
+        connection_id: String,
+        /// Longest wait for a cut-off of the connection running elsewhere, in seconds.
+        #[arg(long, default_value_t = 60)]
+        wait_secs: u64,
+    },
+    /// List the files sent to banks (id, name, sha256, direction, rail, orders, totals, status,
+    /// upload time); `bank files show FILE_ID` prints one file's bytes.
+    Files(BankFilesArgs),
+}
+
+#[derive(Args)]
+#[command(args_conflicts_with_subcommands = true)]
+struct BankFilesArgs {
+    #[command(subcommand)]
+    command: Option<BankFilesCommand>,
+    /// Only this connection's files.
+    #[arg(long)]
+    connection: Option<String>,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Subcommand)]
+enum BankFilesCommand {
+    /// Print a file's bytes on stdout, exactly as uploaded.
+    Show { file_id: String },
+}
+
+#[derive(Subcommand)]
 enum KeysCommand {
     /// Create a key; prints the secret once, alone on the last line.
     Create {
@@ -308,6 +347,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             config.admin_listen = None;
             let (store, secrets) = payrail::connect(&config).await?;
             run_connections(store.as_ref(), &secrets, command).await
+        }
+        Command::Bank { command } => {
+            config.admin_listen = None;
+            let (store, secrets) = payrail::connect(&config).await?;
+            run_bank(store, &secrets, &config.data_dir, command).await
         }
         Command::Keys { command } => {
             config.admin_listen = None;
@@ -521,6 +565,74 @@ async fn run_connections(store: &dyn payrail::store::Store, secrets: &SecretBox,
                     println!(
                         "{}  {:<9} {:<8} {:<20} {}",
                         r.connection.id, r.connection.vendor_id, mode, r.scope.organization_id, r.connection.vendor_name
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn run_bank(
+    store: std::sync::Arc<dyn payrail::store::Store>,
+    secrets: &SecretBox,
+    data_dir: &std::path::Path,
+    command: BankCommand,
+) -> anyhow::Result<()> {
+    use payrail::bank::cutoff;
+    match command {
+        BankCommand::Cutoff { connection_id, wait_secs } => {
+            let registered = cutoff::connection(store.as_ref(), &connection_id).await?;
+            let now = payrail::domain::time::Clock::now(&SystemClock);
+            let wait = std::time::Duration::from_secs(wait_secs);
+            let report = cutoff::run(store, secrets, data_dir, &registered, now, cutoff::Mode::Now, wait).await?;
+            let Some(files) = report else {
+                anyhow::bail!("another cut-off of connection {connection_id} is still running (waited {wait_secs} s); nothing was done")
+            };
+            if files.is_empty() {
+                println!("no approved payment order of connection {connection_id} was due");
+            }
+            for report in &files {
+                let f = &report.file;
+                let outcome = match &report.error {
+                    None => f.status.as_str().to_owned(),
+                    Some(err) => format!("upload failed (retried later): {err}"),
+                };
+                println!(
+                    "{}  {}  {}  orders={}  credit_total={}  debit_total={}  {outcome}",
+                    f.id, f.name, f.rail, f.order_count, f.credit_total, f.debit_total
+                );
+            }
+            if files.iter().any(|r| r.error.is_some()) {
+                anyhow::bail!("some files were not uploaded; their orders stay processing until a later attempt uploads them");
+            }
+        }
+        BankCommand::Files(BankFilesArgs { command: Some(BankFilesCommand::Show { file_id }), .. }) => {
+            cutoff::show_file(store.as_ref(), data_dir, &file_id, &mut std::io::stdout().lock()).await?;
+        }
+        BankCommand::Files(BankFilesArgs { command: None, connection, json }) => {
+            let files = cutoff::list_files(store.as_ref(), connection.as_deref()).await?;
+            if json {
+                println!("{}", serde_json::Value::Array(files.iter().map(cutoff::file_json).collect()));
+            } else {
+                println!(
+                    "{:<36}  {:<40}  {:<4}  {:<8}  {:<8}  {:>7}  {:>14}  {:>14}  {:<27}  SHA256",
+                    "ID", "NAME", "RAIL", "DIRECTION", "STATUS", "ORDERS", "CREDIT_TOTAL", "DEBIT_TOTAL", "UPLOADED_AT"
+                );
+                for stored in &files {
+                    let f = &stored.file;
+                    let uploaded = f.uploaded_at.map(|t| t.to_string()).unwrap_or_else(|| "-".into());
+                    println!(
+                        "{:<36}  {:<40}  {:<4}  {:<8}  {:<8}  {:>7}  {:>14}  {:>14}  {uploaded:<27}  {}",
+                        f.id,
+                        f.name,
+                        f.rail,
+                        f.direction,
+                        f.status.as_str(),
+                        f.order_count,
+                        f.credit_total,
+                        f.debit_total,
+                        f.sha256.as_deref().unwrap_or("-")
                     );
                 }
             }

@@ -11,12 +11,13 @@
 //! - `transport`: how files reach the bank and come back (B2, B5): the [`transport::Transport`]
 //!   trait with a local folder pair (`directory`) and SFTP with a pinned host key (`sftp`). No
 //!   store and no HTTP; the cut-off and inbound workers drive it.
-//!
-//! Cut-offs (B2) and the file records (B6) come next and sit on these.
+//! - `cutoff`: cut-offs (B2, B4): approved live orders claimed into files exactly once, the
+//!   files written, uploaded and recorded (B6); the scheduled worker of `payrail serve`.
 
 pub mod ach;
 pub mod calendar;
 pub mod connection;
+pub mod cutoff;
 pub mod formats;
 pub mod rails;
 pub mod transport;

@@ -28,3 +28,9 @@ pub const LEDGER_ACCOUNT_CATEGORY_MEMBER: &str = "ledger_account_category_member
 /// A category nested in another (parent: the outer category). Never served by any route.
 pub const LEDGER_ACCOUNT_CATEGORY_NESTING: &str = "ledger_account_category_nesting";
 pub const LEDGER_ACCOUNT_STATEMENT: &str = "ledger_account_statement";
+/// A file sent to or received from a bank (SPEC B6): its name, rail, status and totals. Never
+/// served by the API; the command line lists and shows files.
+pub const BANK_FILE: &str = "bank_file";
+/// What a bank file carries, frozen when its orders were claimed: a slice of its entries, from
+/// which the file is written (and written again, byte for byte, after a crash).
+pub const BANK_FILE_PART: &str = "bank_file_part";

@@ -128,6 +128,22 @@ pub enum Write {
     ReleaseUnique {
         key: String,
     },
+    /// Takes or renews the lease `name` for `holder` until `until`: granted when nobody holds
+    /// it, when `holder` already does, or when the holder's lease ended before `now`; otherwise
+    /// the batch fails with a 409 naming `lease`. One row per name on both stores, so racing
+    /// batches cannot both be granted it. Put in a batch, it also fences that batch: a worker
+    /// whose lease was taken over (it stalled past `until`) can no longer commit under it.
+    Lease {
+        name: String,
+        holder: String,
+        now: Timestamp,
+        until: Timestamp,
+    },
+    /// Gives the lease `name` back if `holder` still holds it (nothing otherwise).
+    Unlease {
+        name: String,
+        holder: String,
+    },
     /// Starts a ledger account's sums and version at zero.
     LedgerOpen {
         account_id: String,
@@ -395,6 +411,15 @@ pub(crate) fn claim_lost() -> Error {
     Error::Conflict {
         message: "This request lost its Idempotency-Key claim before it could commit; nothing was carried out. Retry.".into(),
         parameter: Some("Idempotency-Key".into()),
+        retry_after_s: Some(1),
+    }
+}
+
+/// A commit refused because another holder has the lease it asked for (`Write::Lease`).
+pub(crate) fn lease_held(name: &str) -> Error {
+    Error::Conflict {
+        message: format!("the lease {name} is held by another worker"),
+        parameter: Some("lease".into()),
         retry_after_s: Some(1),
     }
 }

@@ -9,6 +9,7 @@
 //! `#[schema(...)]` publishes that wire form.
 
 pub mod bank;
+pub mod carry;
 pub mod ops;
 pub mod rails;
 pub mod status;
@@ -318,6 +319,9 @@ impl PaymentOrder {
         terms.extend(self.external_id.as_ref().map(|id| Term::new("external_id", id)));
         terms.extend(self.process_after.map(|at| Term::new("process_after", at.to_string())));
         terms.extend(sandbox_due.map(|at| Term::new(SANDBOX_DUE_TERM, at.to_string())));
+        terms.extend(carry::bank_file_id(self).map(|id| Term::new(carry::BANK_FILE_TERM, id)));
+        terms
+            .extend(self.reference_numbers.iter().filter_map(|r| r["reference_number"].as_str()).map(|n| Term::new("reference_number", n)));
         terms
     }
 }

@@ -335,11 +335,11 @@ fn build(ctx: &Ctx<'_>, input: &PaymentOrderInput, b: Built) -> Result<PaymentOr
     })
 }
 
-fn to_json(order: &PaymentOrder) -> Result<String> {
+pub(super) fn to_json(order: &PaymentOrder) -> Result<String> {
     serde_json::to_string(order).map_err(|e| Error::internal(format!("payment order: {e}")))
 }
 
-fn parse(stored: &StoredObject) -> Result<PaymentOrder> {
+pub(super) fn parse(stored: &StoredObject) -> Result<PaymentOrder> {
     serde_json::from_str(&stored.doc).map_err(|e| Error::internal(format!("stored payment order {}: {e}", stored.id)))
 }
 
@@ -390,7 +390,8 @@ fn filters(filter: &PaymentOrderFilter) -> Result<Vec<Filter>> {
         listing::eq("external_id", filter.external_id.as_deref()),
         listing::eq("status", filter.status.map(Status::as_str)),
         listing::eq("direction", filter.direction.map(Direction::as_str)),
-        // Payrail records neither reference numbers nor transactions: such filters match nothing.
+        // Reference numbers are the bank's (an ACH trace number, SPEC B4); Payrail records no
+        // transactions yet, so that filter matches nothing.
         listing::eq("reference_number", filter.reference_number.as_deref()),
         listing::eq("transaction_id", filter.transaction_id.as_deref()),
     ]

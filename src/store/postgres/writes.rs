@@ -13,7 +13,7 @@ use super::{db_err, ledger};
 use crate::base::api_key::{ApiKey, KeyHash};
 use crate::error::{Error, Result};
 use crate::store::sql::kind_str;
-use crate::store::{ClaimToken, ObjectRecord, StoredReply, Write, claim_lost};
+use crate::store::{ClaimToken, ObjectRecord, StoredReply, Write, claim_lost, lease_held};
 
 /// Releases the request's claim inside the commit's transaction; no row means the claim is no
 /// longer ours, and the commit must not happen (see migration 0004).
@@ -97,6 +97,8 @@ fn single_statement(write: &Write) -> Option<&'static str> {
         | Write::Cap { .. }
         | Write::Unique { .. }
         | Write::ReleaseUnique { .. }
+        | Write::Lease { .. }
+        | Write::Unlease { .. }
         | Write::LedgerOpen { .. }
         | Write::LedgerPost { .. }
         | Write::LedgerSettle { .. }
@@ -122,6 +124,11 @@ async fn apply(tx: &Object, write: &Write) -> Result<()> {
             }
             Write::Unique { key, parameter, message } => ledger::unique(tx, key, parameter, message).await,
             Write::ReleaseUnique { key } => ledger::release_unique(tx, key).await,
+            Write::Lease { name, holder, now, until } => lease(tx, name, holder, now.as_micros(), until.as_micros()).await,
+            Write::Unlease { name, holder } => {
+                tx.execute("DELETE FROM leases WHERE name = $1 AND holder = $2", &[name, holder]).await.map_err(db_err)?;
+                Ok(())
+            }
             Write::LedgerOpen { account_id, credit_normal } => ledger::open(tx, account_id, *credit_normal).await,
             Write::LedgerPost { lines, guards } => ledger::post(tx, lines, guards).await,
             Write::LedgerSettle { lines, post } => ledger::settle(tx, lines, *post).await,
@@ -252,6 +259,21 @@ async fn within_cap(tx: &Object, kind: &str, scope: &crate::base::api_key::Scope
         .await
         .map_err(db_err)?;
     Ok(row.get::<_, i64>(0) < limit)
+}
+
+/// Takes or renews a lease (see `Write::Lease`). A racing insert of the same name waits for
+/// ours on the primary key and then re-checks the condition, so only one is granted.
+async fn lease(tx: &Object, name: &str, holder: &str, now: i64, until: i64) -> Result<()> {
+    let granted = tx
+        .execute(
+            "INSERT INTO leases (name, holder, until) VALUES ($1, $2, $3)
+             ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, until = EXCLUDED.until
+             WHERE leases.holder = EXCLUDED.holder OR leases.until < $4",
+            &[&name, &holder, &until, &now],
+        )
+        .await
+        .map_err(db_err)?;
+    if granted == 0 { Err(lease_held(name)) } else { Ok(()) }
 }
 
 async fn replace_object(tx: &Object, record: &ObjectRecord, expected_version: i64) -> Result<()> {

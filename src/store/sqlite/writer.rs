@@ -13,9 +13,10 @@ use tokio::sync::oneshot;
 
 use super::{ledger, reply_slots, row_err};
 use crate::base::api_key::{ApiKey, KeyHash, Scope};
+use crate::base::time::Timestamp;
 use crate::error::{Error, Result};
 use crate::store::sql::kind_str;
-use crate::store::{ObjectRecord, Write, WriteBatch, abandoned, backend_error};
+use crate::store::{ObjectRecord, Write, WriteBatch, abandoned, backend_error, lease_held};
 
 /// Batches folded into one commit at most: bounds the latency one commit adds to its first batch.
 const GROUP_BATCHES_MAX: usize = 256;
@@ -179,12 +180,33 @@ fn apply(tx: &Transaction<'_>, write: &Write) -> Result<()> {
         Write::SaveReply(reply) => reply_slots::save(tx, reply),
         Write::Unique { key, parameter, message } => ledger::unique(tx, key, parameter, message),
         Write::ReleaseUnique { key } => ledger::release_unique(tx, key),
+        Write::Lease { name, holder, now, until } => lease(tx, name, holder, *now, *until),
+        Write::Unlease { name, holder } => {
+            tx.prepare_cached("DELETE FROM leases WHERE name = ?1 AND holder = ?2")
+                .and_then(|mut st| st.execute(params![name, holder]))
+                .map_err(row_err)?;
+            Ok(())
+        }
         Write::LedgerOpen { account_id, credit_normal } => ledger::open(tx, account_id, *credit_normal),
         Write::LedgerPost { lines, guards } => ledger::post(tx, lines, guards),
         Write::LedgerSettle { lines, post } => ledger::settle(tx, lines, *post),
         Write::LedgerClaim(claim) => ledger::claim(tx, claim),
         Write::LedgerUnclaim { settlement_id, .. } => ledger::unclaim(tx, settlement_id),
     }
+}
+
+/// Takes or renews a lease (see `Write::Lease`): the upsert changes no row while another
+/// holder's lease runs.
+fn lease(tx: &Transaction<'_>, name: &str, holder: &str, now: Timestamp, until: Timestamp) -> Result<()> {
+    let granted = tx
+        .prepare_cached(
+            "INSERT INTO leases (name, holder, until) VALUES (?1, ?2, ?3)
+             ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, until = excluded.until
+             WHERE leases.holder = excluded.holder OR leases.until < ?4",
+        )
+        .and_then(|mut st| st.execute(params![name, holder, until.as_micros(), now.as_micros()]))
+        .map_err(row_err)?;
+    if granted == 0 { Err(lease_held(name)) } else { Ok(()) }
 }
 
 fn delete_object(tx: &Transaction<'_>, kind: &str, scope: &Scope, id: &str) -> Result<()> {

@@ -1,0 +1,351 @@
+//! Claiming a connection's due orders into a new file, exactly once (SPEC B2).
+//!
+//! The connection's approved live orders of one rail are read a page at a time (by the
+//! `status`, `type` and `originating_account_id` terms, the accounts being the connection's),
+//! never all at once. Each page's due orders (no `process_after`, or one past) that the rail can
+//! carry are claimed in one commit: every order replaced, guarded by the version read, with
+//! status `processing` and its `begin_processing` event; the part holding their frozen entries;
+//! the file record's new totals, guarded by its version; and the run's lease as a fence. An order
+//! someone changed since it was read (a client's cancel won the race) fails the commit; it is left
+//! out and the rest claimed again. An order is thus in one file or none: never in two.
+//!
+//! The file is recorded (with the values its header will carry) before its first claim, and only
+//! when there is something to claim: no empty files.
+
+use std::collections::HashMap;
+
+use super::Run;
+use super::files::{self, BankFile, FileStatus, Group, HeaderValues, Part};
+use super::items::{AccountSnap, Item, Rail, ach_entry, iso_transfer, to_offset};
+use crate::bank::calendar;
+use crate::bank::formats::nacha::FileIdModifier;
+use crate::domain::common::new_id;
+use crate::domain::external_account::{self, ExternalAccount};
+use crate::domain::internal_account::{self, InternalAccount};
+use crate::domain::payment_order::{self, PaymentOrder, carry};
+use crate::error::{Error, Result};
+use crate::store::{Filter, ListQuery, StoredObject, Write, WriteBatch};
+
+/// Orders read, and claimed in one commit, at most.
+pub const CHUNK_ORDERS: usize = 500;
+/// Orders one file carries at most; the rest go in the next file of the same cut-off.
+pub const FILE_ORDERS_MAX: u64 = 1_000_000;
+/// Internal accounts of one connection a cut-off reads at most.
+pub const ACCOUNTS_MAX: usize = 100_000;
+/// Accounts named in one order query (`originating_account_id` in a list of them).
+const ACCOUNTS_PER_QUERY: usize = 200;
+/// Times a chunk is claimed again after losing orders to other writers.
+const CLAIM_ATTEMPTS_MAX: usize = 8;
+
+/// The connection's internal accounts.
+pub async fn accounts(run: &Run<'_>) -> Result<Vec<InternalAccount>> {
+    let mut out = Vec::new();
+    let mut after_seq = None;
+    loop {
+        let query = ListQuery {
+            kind: internal_account::KIND,
+            scope: run.scope.clone(),
+            filters: vec![Filter::Eq { name: "connection_id".into(), value: run.connection_id.clone() }],
+            after_seq,
+            limit: 500,
+        };
+        let page = run.store.list(&query).await?;
+        for stored in &page.items {
+            out.push(internal_account::parse(stored)?);
+        }
+        match page.next_seq {
+            Some(seq) if out.len() < ACCOUNTS_MAX => after_seq = Some(seq),
+            _ => return Ok(out),
+        }
+    }
+}
+
+/// An order ready to claim: as read, its frozen item and the group it goes in.
+struct Placed {
+    stored: StoredObject,
+    item: Item,
+    key: String,
+    debtor_account_id: String,
+}
+
+/// A file being filled and what this run claimed into it.
+pub struct Filled {
+    pub file: files::Stored,
+    /// The file reached [`FILE_ORDERS_MAX`]: more due orders may be waiting.
+    pub full: bool,
+}
+
+/// Claims the due orders of `rail` into a new file; `None` when nothing was claimed.
+pub async fn fill(run: &Run<'_>, rail: Rail, accounts: &[InternalAccount]) -> Result<Option<Filled>> {
+    let debtors: HashMap<&str, &InternalAccount> = accounts.iter().map(|a| (a.id.as_str(), a)).collect();
+    let mut file: Option<files::Stored> = None;
+    for chunk in accounts.chunks(ACCOUNTS_PER_QUERY) {
+        let ids: Vec<String> = chunk.iter().map(|a| a.id.clone()).collect();
+        let mut after_seq = None;
+        loop {
+            run.lease.check()?;
+            let page = run.store.list(&orders_query(run, rail, &ids, after_seq)).await?;
+            after_seq = page.next_seq;
+            let placed = place(run, rail, page.items).await?;
+            if !placed.is_empty() {
+                if file.is_none() {
+                    file = Some(create_file(run, rail).await?);
+                }
+                let open = file.as_mut().expect("made above");
+                claim_chunk(run, open, placed, &debtors).await?;
+                if open.file.order_count >= FILE_ORDERS_MAX {
+                    return Ok(file.map(|file| Filled { file, full: true }));
+                }
+            }
+            if after_seq.is_none() {
+                break;
+            }
+        }
+    }
+    Ok(file.map(|file| Filled { file, full: false }))
+}
+
+fn orders_query(run: &Run<'_>, rail: Rail, account_ids: &[String], after_seq: Option<i64>) -> ListQuery {
+    ListQuery {
+        kind: payment_order::KIND,
+        scope: run.scope.clone(),
+        filters: vec![
+            Filter::Eq { name: "status".into(), value: "approved".into() },
+            Filter::Eq { name: "type".into(), value: rail.payment_type().as_str().into() },
+            Filter::AnyOf { name: "originating_account_id".into(), values: account_ids.to_vec() },
+        ],
+        after_seq,
+        limit: CHUNK_ORDERS,
+    }
+}
+
+/// The page's due orders that the rail can carry, each with its frozen item; the others are
+/// left approved (and logged, when the rail cannot carry them).
+async fn place(run: &Run<'_>, rail: Rail, page: Vec<StoredObject>) -> Result<Vec<Placed>> {
+    let mut due: Vec<(StoredObject, PaymentOrder)> = Vec::with_capacity(page.len());
+    for stored in page {
+        let order = carry::read(&stored)?;
+        if order.live_mode && order.process_after.is_none_or(|at| at <= run.now) {
+            due.push((stored, order));
+        }
+    }
+    let receiving = receiving_accounts(run, &due).await?;
+    let mut out = Vec::with_capacity(due.len());
+    for (stored, order) in due {
+        let Some(snap) = receiving.get(order.receiving_account_id.as_str()) else {
+            tracing::warn!(order = %order.id, "a due payment order's receiving account is gone; it stays approved");
+            continue;
+        };
+        let item = Item::of(&order, snap.clone());
+        let key = match rail {
+            Rail::Ach => ach_entry(&item, run.now).map(|(key, _)| key.to_key()),
+            Rail::Iso(iso_rail) => iso_transfer(iso_rail, &item).map(|_| order.originating_account_id.to_string()),
+        };
+        match key {
+            Ok(key) => out.push(Placed { stored, item, key, debtor_account_id: order.originating_account_id.to_string() }),
+            Err(err) => tracing::warn!(
+                order = %order.id, rail = rail.as_str(), error = %err,
+                "a due payment order cannot be carried by its rail; it stays approved (it should have been refused at creation)"
+            ),
+        }
+    }
+    Ok(out)
+}
+
+/// The receiving external accounts of `orders`, frozen, by id.
+async fn receiving_accounts(run: &Run<'_>, orders: &[(StoredObject, PaymentOrder)]) -> Result<HashMap<String, AccountSnap>> {
+    let mut ids: Vec<String> = orders.iter().map(|(_, o)| o.receiving_account_id.to_string()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let limit = ids.len();
+    let query =
+        ListQuery { kind: external_account::KIND, scope: run.scope.clone(), filters: vec![Filter::IdIn(ids)], after_seq: None, limit };
+    let mut out = HashMap::new();
+    for stored in run.store.list(&query).await?.items {
+        let account: ExternalAccount =
+            serde_json::from_str(&stored.doc).map_err(|e| Error::internal(format!("stored external account {}: {e}", stored.id)))?;
+        out.insert(stored.id, AccountSnap::of_external(&account));
+    }
+    Ok(out)
+}
+
+/// Records a new file of `rail` (before anything is claimed into it), with the day's next file
+/// id modifier and every value its header will carry.
+async fn create_file(run: &Run<'_>, rail: Rail) -> Result<files::Stored> {
+    let created_at = run.now;
+    let local = super::local_time(&run.settings.timezone, created_at)?;
+    let eastern = calendar::to_eastern(to_offset(created_at));
+    let day = match rail {
+        Rail::Ach => format!("{:04}{:02}{:02}", eastern.year(), u8::from(eastern.month()), eastern.day()),
+        Rail::Iso(_) => local.strftime("%Y%m%d").to_string(),
+    };
+    let sequence = files::count_of_day(run.store.as_ref(), &run.scope, &BankFile::day_key(&run.connection_id, rail.as_str(), &day)).await?;
+    let modifier = FileIdModifier::nth(sequence).ok_or_else(|| Error::Conflict {
+        message: format!(
+            "connection {} made 36 {} files on {day} already: NACHA's file id modifiers are used up",
+            run.connection_id,
+            rail.as_str()
+        ),
+        parameter: None,
+        retry_after_s: None,
+    })?;
+    let name = format!("payrail-{}-{}-{}.{}", local.strftime("%Y%m%d-%H%M"), modifier.as_char(), rail.as_str(), rail.extension());
+    let header = HeaderValues {
+        created_at,
+        sequence,
+        file_id_modifier: modifier.as_char().to_string(),
+        ach: if rail == Rail::Ach { run.settings.ach.clone() } else { None },
+        iso20022: if rail == Rail::Ach { None } else { run.settings.iso20022.clone() },
+        execution_date: local.strftime("%Y-%m-%d").to_string(),
+        day,
+    };
+    let file = BankFile {
+        id: new_id(),
+        object: files::KIND.into(),
+        live_mode: run.scope.live_mode,
+        connection_id: run.connection_id.clone(),
+        name,
+        direction: "outbound".into(),
+        rail: rail.as_str().into(),
+        status: FileStatus::Claimed,
+        order_count: 0,
+        credit_total: 0,
+        debit_total: 0,
+        sha256: None,
+        size_bytes: None,
+        header,
+        groups: Vec::new(),
+        upload_attempts: 0,
+        last_error: None,
+        next_attempt_at: None,
+        created_at,
+        written_at: None,
+        uploaded_at: None,
+        updated_at: created_at,
+    };
+    let stored = files::Stored { scope: run.scope.clone(), file, version: 1 };
+    let mut batch = WriteBatch::new();
+    batch.push(run.lease.fence());
+    batch.push(stored.insert()?);
+    // Two files of one connection never share a name, whatever happens.
+    batch.push(Write::Unique {
+        key: format!("bank_file_name/{}/{}", run.connection_id, stored.file.name),
+        parameter: "name".into(),
+        message: format!("connection {} already has a file named {}", run.connection_id, stored.file.name),
+    });
+    run.store.commit(batch).await?;
+    tracing::info!(connection = %run.connection_id, file = %stored.file.id, name = %stored.file.name, "bank file recorded");
+    Ok(stored)
+}
+
+/// Claims `placed` into `file` in one commit, leaving out orders that changed since they were
+/// read; returns how many were claimed.
+async fn claim_chunk(
+    run: &Run<'_>,
+    file: &mut files::Stored,
+    mut placed: Vec<Placed>,
+    debtors: &HashMap<&str, &InternalAccount>,
+) -> Result<usize> {
+    for _ in 0..CLAIM_ATTEMPTS_MAX {
+        if placed.is_empty() {
+            return Ok(0);
+        }
+        let (next, batch) = claim_batch(run, file, &placed, debtors)?;
+        match run.store.commit(batch).await {
+            Ok(()) => {
+                file.file = next;
+                file.version += 1;
+                return Ok(placed.len());
+            }
+            Err(Error::Conflict { parameter: None, .. }) => {
+                check_file_unchanged(run, file).await?;
+                placed = still_unchanged(run, placed).await?;
+            }
+            Err(err) => return Err(err),
+        }
+    }
+    Err(Error::Conflict { message: "payment orders kept changing while they were claimed".into(), parameter: None, retry_after_s: Some(1) })
+}
+
+/// The file's next record and the batch that claims `placed` into it.
+fn claim_batch(
+    run: &Run<'_>,
+    file: &files::Stored,
+    placed: &[Placed],
+    debtors: &HashMap<&str, &InternalAccount>,
+) -> Result<(BankFile, WriteBatch)> {
+    let mut next = file.file.clone();
+    let mut parts: Vec<(usize, Vec<Item>)> = Vec::new();
+    for p in placed {
+        let index = match next.groups.iter().position(|g| g.key == p.key) {
+            Some(index) => index,
+            None => {
+                let debtor =
+                    (next.rail != "ach").then(|| debtors.get(p.debtor_account_id.as_str()).map(|a| AccountSnap::of_internal(a))).flatten();
+                let index = next.groups.len();
+                next.groups.push(Group { index, key: p.key.clone(), count: 0, credit_total: 0, debit_total: 0, parts: 0, debtor });
+                index
+            }
+        };
+        let group = &mut next.groups[index];
+        group.count += 1;
+        let amount = p.item.minor_units();
+        if p.item.is_credit() {
+            group.credit_total += amount;
+            next.credit_total += amount;
+        } else {
+            group.debit_total += amount;
+            next.debit_total += amount;
+        }
+        next.order_count += 1;
+        match parts.iter_mut().find(|(g, _)| *g == index) {
+            Some((_, items)) => items.push(p.item.clone()),
+            None => parts.push((index, vec![p.item.clone()])),
+        }
+    }
+    next.updated_at = run.now;
+    let mut new_parts = Vec::with_capacity(parts.len());
+    for (index, items) in parts {
+        let n = next.groups[index].parts;
+        next.groups[index].parts += 1;
+        new_parts.push((n, Part { file_id: next.id.clone(), group: index, items }));
+    }
+    let mut batch = WriteBatch::new();
+    batch.push(run.lease.fence());
+    batch.push(file.replace(&next)?);
+    for (n, part) in &new_parts {
+        batch.push(files::part_record(&run.scope, &next, part.group, *n, part)?);
+    }
+    for p in placed {
+        batch.writes.extend(carry::claim(&run.scope, &p.stored, &next.id, run.now)?);
+    }
+    Ok((next, batch))
+}
+
+/// Fails unless the file is still as this run last wrote it.
+async fn check_file_unchanged(run: &Run<'_>, file: &files::Stored) -> Result<()> {
+    match files::get(run.store.as_ref(), &run.scope, &file.file.id).await? {
+        Some(now) if now.version == file.version => Ok(()),
+        _ => Err(Error::Conflict {
+            message: format!("bank file {} was changed by another worker during its cut-off", file.file.id),
+            parameter: Some("lease".into()),
+            retry_after_s: Some(1),
+        }),
+    }
+}
+
+/// The orders of `placed` nobody changed since they were read.
+async fn still_unchanged(run: &Run<'_>, placed: Vec<Placed>) -> Result<Vec<Placed>> {
+    let ids: Vec<String> = placed.iter().map(|p| p.stored.id.clone()).collect();
+    let limit = ids.len();
+    let query = ListQuery { kind: payment_order::KIND, scope: run.scope.clone(), filters: vec![Filter::IdIn(ids)], after_seq: None, limit };
+    let versions: HashMap<String, i64> = run.store.list(&query).await?.items.into_iter().map(|s| (s.id, s.version)).collect();
+    let (kept, lost): (Vec<Placed>, Vec<Placed>) = placed.into_iter().partition(|p| versions.get(&p.stored.id) == Some(&p.stored.version));
+    for p in &lost {
+        tracing::info!(order = %p.stored.id, "a payment order changed while it was being claimed (a cancel won the race?); left as it is");
+    }
+    Ok(kept)
+}

@@ -1,0 +1,335 @@
+//! What a file carries of each order, frozen when the order is claimed ([`Item`]: the order's
+//! and its receiving account's fields a rail needs), and how an item becomes the rail's entry.
+//!
+//! The conversion runs twice with the same inputs: at claim, to leave out (and log) an order
+//! its rail cannot carry, and at write, to write it. So a claimed order is always writable, and
+//! a file written again after a crash is the same file, whatever was edited meanwhile (an
+//! external account's name, a connection's settings): it is written from these snapshots only.
+
+use serde::{Deserialize, Serialize};
+
+use crate::bank::ach::{AchOrder, validate_order_for_ach};
+use crate::bank::calendar::{self, effective_entry_date};
+use crate::bank::formats::iso20022::rules::{self, AccountView, OrderView};
+use crate::bank::formats::iso20022::{self as iso, ChargeBearer, Counterpart, CreditTransfer, PostalAddress};
+use crate::bank::formats::nacha::field::alpha_text;
+use crate::bank::formats::nacha::{BatchSpec, EntryInput, SecCode, ServiceClass};
+use crate::base::time::Timestamp;
+use crate::domain::bank_id::Bic;
+use crate::domain::common::{AccountDetail, Address, RoutingDetail};
+use crate::domain::enums::{Direction, PaymentType, Priority};
+use crate::domain::external_account::ExternalAccount;
+use crate::domain::id::Id;
+use crate::domain::internal_account::InternalAccount;
+use crate::domain::money::{Amount, Currency};
+use crate::domain::payment_order::PaymentOrder;
+use crate::error::{Error, Result};
+
+/// A rail and its file format: NACHA for `ach`, pain.001 for the others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rail {
+    Ach,
+    Iso(iso::Rail),
+}
+
+impl Rail {
+    pub const ALL: [Rail; 4] = [Rail::Ach, Rail::Iso(iso::Rail::Wire), Rail::Iso(iso::Rail::Rtp), Rail::Iso(iso::Rail::Sepa)];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rail::Ach => "ach",
+            Rail::Iso(iso::Rail::Wire) => "wire",
+            Rail::Iso(iso::Rail::Rtp) => "rtp",
+            Rail::Iso(iso::Rail::Sepa) => "sepa",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Rail> {
+        Rail::ALL.into_iter().find(|r| r.as_str() == text)
+    }
+
+    pub fn payment_type(self) -> PaymentType {
+        match self {
+            Rail::Ach => PaymentType::Ach,
+            Rail::Iso(iso::Rail::Wire) => PaymentType::Wire,
+            Rail::Iso(iso::Rail::Rtp) => PaymentType::Rtp,
+            Rail::Iso(iso::Rail::Sepa) => PaymentType::Sepa,
+        }
+    }
+
+    /// The file name's extension.
+    pub fn extension(self) -> &'static str {
+        match self {
+            Rail::Ach => "ach",
+            Rail::Iso(_) => "xml",
+        }
+    }
+}
+
+/// A postal address as frozen in an item.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AddressSnap {
+    pub line1: Option<String>,
+    pub line2: Option<String>,
+    pub locality: Option<String>,
+    pub region: Option<String>,
+    pub postal_code: Option<String>,
+    pub country: Option<String>,
+}
+
+impl AddressSnap {
+    fn of(address: &Address) -> Self {
+        AddressSnap {
+            line1: address.line1.clone(),
+            line2: address.line2.clone(),
+            locality: address.locality.clone(),
+            region: address.region.clone(),
+            postal_code: address.postal_code.clone(),
+            country: address.country.clone(),
+        }
+    }
+
+    fn postal(&self) -> PostalAddress {
+        PostalAddress {
+            line1: self.line1.clone(),
+            line2: self.line2.clone(),
+            locality: self.locality.clone(),
+            region: self.region.clone(),
+            postal_code: self.postal_code.clone(),
+            country: self.country.clone(),
+        }
+    }
+}
+
+/// An account (receiving, or the paying internal account) as frozen in a file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccountSnap {
+    pub party_name: Option<String>,
+    pub party_type: Option<String>,
+    pub account_type: Option<String>,
+    pub party_address: Option<AddressSnap>,
+    /// `(account_number_type, account_number)`, in the account's order.
+    pub account_details: Numbers,
+    /// `(routing_number_type, routing_number)`, in the account's order.
+    pub routing_details: Numbers,
+}
+
+/// `(type, number)` pairs: an account's account or routing details as frozen.
+pub type Numbers = Vec<(String, String)>;
+
+fn details(accounts: &[AccountDetail], routings: &[RoutingDetail]) -> (Numbers, Numbers) {
+    let accounts = accounts
+        .iter()
+        .filter(|a| a.discarded_at.is_none())
+        .filter_map(|a| a.account_number.clone().map(|n| (a.account_number_type.clone(), n)))
+        .collect();
+    let routings =
+        routings.iter().filter(|r| r.discarded_at.is_none()).map(|r| (r.routing_number_type.clone(), r.routing_number.clone())).collect();
+    (accounts, routings)
+}
+
+impl AccountSnap {
+    pub fn of_external(account: &ExternalAccount) -> Self {
+        let (account_details, routing_details) = details(&account.account_details, &account.routing_details);
+        AccountSnap {
+            party_name: Some(account.party_name.clone()),
+            party_type: account.party_type.clone(),
+            account_type: Some(account.account_type.clone()),
+            party_address: account.party_address.as_ref().map(AddressSnap::of),
+            account_details,
+            routing_details,
+        }
+    }
+
+    pub fn of_internal(account: &InternalAccount) -> Self {
+        let (account_details, routing_details) = details(&account.account_details, &account.routing_details);
+        AccountSnap {
+            party_name: Some(account.party_name.clone()),
+            party_type: account.party_type.clone(),
+            account_type: account.account_type.clone(),
+            party_address: account.party_address.as_ref().map(AddressSnap::of),
+            account_details,
+            routing_details,
+        }
+    }
+
+    fn view(&self) -> AccountView<'_> {
+        AccountView {
+            party_name: self.party_name.as_deref(),
+            party_address: self.party_address.as_ref().map(AddressSnap::postal),
+            account_details: self.account_details.iter().map(|(t, n)| (t.as_str(), n.as_str())).collect(),
+            routing_details: self.routing_details.iter().map(|(t, n)| (t.as_str(), n.as_str())).collect(),
+        }
+    }
+
+    fn number(&self, kind: &str) -> Option<&str> {
+        self.routing_details.iter().find(|(t, _)| t == kind).map(|(_, n)| n.as_str())
+    }
+}
+
+/// One order as its file carries it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Item {
+    pub order_id: String,
+    pub amount: i64,
+    pub currency: String,
+    pub direction: String,
+    pub priority: String,
+    pub subtype: Option<String>,
+    pub statement_descriptor: Option<String>,
+    pub remittance_information: Option<String>,
+    pub charge_bearer: Option<String>,
+    pub receiving: AccountSnap,
+}
+
+impl Item {
+    pub fn of(order: &PaymentOrder, receiving: AccountSnap) -> Self {
+        Item {
+            order_id: order.id.to_string(),
+            amount: order.amount.minor_units(),
+            currency: order.currency.code().to_owned(),
+            direction: order.direction.as_str().to_owned(),
+            priority: order.priority.as_str().to_owned(),
+            subtype: order.subtype.clone(),
+            statement_descriptor: order.statement_descriptor.clone(),
+            remittance_information: order.remittance_information.clone(),
+            charge_bearer: order.charge_bearer.clone(),
+            receiving,
+        }
+    }
+
+    fn money(&self) -> Result<(Amount, Currency)> {
+        Ok((Amount::parse("amount", self.amount)?, Currency::parse("currency", &self.currency)?))
+    }
+
+    pub fn is_credit(&self) -> bool {
+        self.direction == Direction::Credit.as_str()
+    }
+
+    /// The amount in minor units (positive: every order's amount is).
+    pub fn minor_units(&self) -> u64 {
+        self.amount.unsigned_abs()
+    }
+}
+
+/// What puts an ACH entry in its batch: SEC code, same-day flag and company entry description
+/// (the connection fixes the rest of the batch header).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AchKey {
+    pub sec: SecCode,
+    pub same_day: bool,
+    pub description: String,
+}
+
+/// The company entry description when an order's `statement_descriptor` cannot be one.
+const DEFAULT_DESCRIPTION: &str = "PAYMENT";
+
+impl AchKey {
+    /// As kept in the file record: `SEC/0|1/DESCRIPTION`.
+    pub fn to_key(&self) -> String {
+        format!("{}/{}/{}", self.sec.as_str(), u8::from(self.same_day), self.description)
+    }
+
+    pub fn parse(key: &str) -> Result<AchKey> {
+        let bad = || Error::internal(format!("a stored ACH batch key is malformed: {key:?}"));
+        let mut parts = key.splitn(3, '/');
+        let sec = parts.next().and_then(SecCode::parse).ok_or_else(bad)?;
+        let same_day = parts.next().ok_or_else(bad)? == "1";
+        let description = parts.next().ok_or_else(bad)?.to_owned();
+        Ok(AchKey { sec, same_day, description })
+    }
+
+    /// The batch header of this key in a file made at `created_at`, with the connection's
+    /// company and the narrowest service class the batch's entries allow.
+    pub fn spec(&self, ach: &crate::bank::connection::AchSettings, created_at: Timestamp, credits: bool, debits: bool) -> BatchSpec {
+        let created = to_offset(created_at);
+        let effective_entry_date =
+            if self.same_day { calendar::to_eastern(created).date() } else { effective_entry_date(created, false).date };
+        BatchSpec {
+            service_class: ServiceClass::narrowest(credits, debits),
+            company_name: ach.company_name.clone(),
+            company_discretionary_data: String::new(),
+            company_id: ach.company_id.clone(),
+            sec: self.sec,
+            entry_description: self.description.clone(),
+            descriptive_date: String::new(),
+            effective_entry_date,
+            same_day: self.same_day,
+        }
+    }
+}
+
+/// An instant as `time`'s UTC date-time.
+pub fn to_offset(at: Timestamp) -> time::OffsetDateTime {
+    time::OffsetDateTime::from_unix_timestamp_nanos(i128::from(at.as_micros()) * 1_000).unwrap_or(time::OffsetDateTime::UNIX_EPOCH)
+}
+
+/// The company entry description of an order: its `statement_descriptor` when NACHA can carry
+/// it (10 printable characters), `PAYMENT` otherwise.
+fn description(descriptor: Option<&str>) -> String {
+    descriptor
+        .map(str::trim)
+        .filter(|d| !d.is_empty())
+        .and_then(|d| alpha_text("batch_header", "company_entry_description", d, 10).ok())
+        .unwrap_or_else(|| DEFAULT_DESCRIPTION.to_owned())
+}
+
+/// The ACH entry of `item` in a file made at `created_at`, and the batch it goes in; a 422
+/// naming the field when NACHA cannot carry it.
+pub fn ach_entry(item: &Item, created_at: Timestamp) -> Result<(AchKey, EntryInput)> {
+    let (amount, currency) = item.money()?;
+    let direction = Direction::parse("direction", &item.direction)?;
+    let receiving = &item.receiving;
+    // MT's "other" account type is no account type: ACH reaches checking by default.
+    let account_type = receiving.account_type.as_deref().filter(|t| *t != "other");
+    let account_number = receiving.account_details.iter().find(|(t, _)| t != "iban").map(|(_, n)| n.as_str()).unwrap_or_default();
+    let order = AchOrder {
+        subtype: item.subtype.as_deref(),
+        direction,
+        amount,
+        currency,
+        routing_number: receiving.number("aba").unwrap_or_default(),
+        account_number,
+        account_type,
+        party_name: receiving.party_name.as_deref(),
+        party_type: receiving.party_type.as_deref(),
+        remittance_information: item.remittance_information.as_deref(),
+    };
+    let entry = validate_order_for_ach(&order)?;
+    let same_day = item.priority == Priority::High.as_str() && effective_entry_date(to_offset(created_at), true).same_day;
+    let key = AchKey { sec: entry.sec, same_day, description: description(item.statement_descriptor.as_deref()) };
+    Ok((key, entry.entry))
+}
+
+/// The credit transfer of `item` on `rail`; a 422 naming the field when the rail cannot carry it.
+pub fn iso_transfer(rail: iso::Rail, item: &Item) -> Result<CreditTransfer> {
+    if !item.is_credit() {
+        return Err(Error::invalid("direction", "pain.001 carries credit transfers only: a debit cannot go by wire, rtp or sepa file"));
+    }
+    let (amount, currency) = item.money()?;
+    let view = OrderView {
+        rail,
+        amount,
+        currency,
+        remittance_information: item.remittance_information.as_deref(),
+        charge_bearer: item.charge_bearer.as_deref(),
+        receiving: item.receiving.view(),
+        receiving_field: "receiving_account_id",
+    };
+    let creditor = rules::check_order(&view)?;
+    let charge_bearer = item.charge_bearer.as_deref().map(|b| ChargeBearer::from_order("charge_bearer", b)).transpose()?;
+    Ok(CreditTransfer {
+        order_id: Id::stored(item.order_id.clone()),
+        amount,
+        currency,
+        creditor,
+        remittance_information: item.remittance_information.clone(),
+        charge_bearer,
+    })
+}
+
+/// The paying side of an ISO group; its BIC may be the connection's `debtor_agent_bic`.
+pub fn iso_debtor(rail: iso::Rail, debtor: &AccountSnap, connection_bic: Option<&str>) -> Result<Counterpart> {
+    let bic = connection_bic.map(|b| Bic::parse("debtor_agent_bic", b)).transpose()?;
+    rules::check_originating(rail, &debtor.view(), bic.as_ref())
+}

@@ -1,0 +1,261 @@
+//! Cut-offs (SPEC B2, B4, B6): a connection's approved, due live payment orders carried to its
+//! bank as files, each order in exactly one file, whatever crashes, retries or instances happen.
+//!
+//! A cut-off of one connection ([`run`]):
+//! 1. takes the connection's lease (`lease`): one cut-off of a connection at a time, on every
+//!    process sharing the database; every commit of the run carries the lease as a fence;
+//! 2. finishes the connection's files that a crashed or failed run left unfinished (`finish`):
+//!    a file recorded but not uploaded is written again byte for byte from its record and
+//!    frozen parts, and uploaded under its same name, never as a second file;
+//! 3. for each rail the connection can carry (`ach` with its `[ach]` section, `wire`, `rtp` and
+//!    `sepa` with `[iso20022]`), records a new file and claims the due orders into it in chunks
+//!    (`claim`), then writes it (`write`), uploads it (`outbox`) and marks its orders `sent`.
+//!
+//! Exactly once, step by step: an order moves `approved` -> `processing` in the same commit
+//! that freezes its entry into a part of one file, guarded by the version read, so it enters at
+//! most one file; the file's bytes are a function of its record and parts only, so every later
+//! attempt makes the same bytes under the same name; the upload puts them there whole
+//! (`NAME.part`, then rename) and treats an identical file already there as done.
+//!
+//! The scheduled runs inside `payrail serve` are `schedule`'s; `payrail bank cutoff` runs one now.
+
+pub mod claim;
+pub mod files;
+pub mod finish;
+pub mod items;
+pub mod lease;
+pub mod outbox;
+pub mod schedule;
+pub mod write;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, anyhow, bail};
+
+use crate::base::api_key::Scope;
+use crate::base::secret_box::SecretBox;
+use crate::base::time::Timestamp;
+use crate::domain::connection::Registered;
+use crate::error::{Error, Result};
+use crate::store::Store;
+
+use super::connection::{self as bank_connection, Settings};
+use files::BankFile;
+use finish::Outcome;
+use items::Rail;
+use lease::Lease;
+use outbox::Outbox;
+
+/// What one cut-off works with.
+pub struct Run<'a> {
+    pub store: Arc<dyn Store>,
+    pub scope: Scope,
+    pub connection_id: String,
+    pub settings: Settings,
+    pub lease: &'a Lease,
+    pub outbox: &'a dyn Outbox,
+    /// The cut-off's instant (the clock's): due orders are those due by then, and new files
+    /// carry it as their creation time.
+    pub now: Timestamp,
+    pub data_dir: &'a Path,
+}
+
+/// Which files a run takes on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mode {
+    /// Every unfinished file, then new files of the due orders: a cut-off now.
+    Now,
+    /// The scheduled cut-off of a slot (`<connection>/<local date>T<HH:MM>`): run by whichever
+    /// process first takes the slot's key under the lease; for the others, as `RetriesDue`.
+    Slot(String),
+    /// Only unfinished files whose retry time has come (the worker's backoff).
+    RetriesDue,
+}
+
+/// What happened to one file in a run.
+#[derive(Debug)]
+pub struct FileReport {
+    pub file: BankFile,
+    /// Set when the upload failed (the file waits, written, for the next attempt).
+    pub error: Option<String>,
+}
+
+/// A cut-off's outcome: the files it took on, or `None` when another run held the lease.
+pub type Report = Option<Vec<FileReport>>;
+
+/// Runs a cut-off of `connection` (`payrail bank cutoff`, or the scheduled worker), waiting up
+/// to `wait` for a cut-off of it running elsewhere to finish first.
+pub async fn run(
+    store: Arc<dyn Store>,
+    secrets: &SecretBox,
+    data_dir: &Path,
+    connection: &Registered,
+    now: Timestamp,
+    mode: Mode,
+    wait: Duration,
+) -> anyhow::Result<Report> {
+    if !connection.scope.live_mode {
+        bail!("connection {} is a sandbox connection: the sandbox bank carries its orders", connection.connection.id);
+    }
+    let settings = bank_connection::settings(store.as_ref(), connection).await?;
+    let outbox = outbox::for_transport(&settings.transport, &connection.connection.id, secrets);
+    let Some(lease) = Lease::take(store.clone(), &lease::name_of(&connection.connection.id), wait).await? else {
+        return Ok(None);
+    };
+    let run = Run {
+        store: store.clone(),
+        scope: connection.scope.clone(),
+        connection_id: connection.connection.id.clone(),
+        settings,
+        lease: &lease,
+        outbox: outbox.as_ref(),
+        now,
+        data_dir,
+    };
+    let result = run_leased(&run, mode).await;
+    lease.release().await;
+    result.map(Some).with_context(|| format!("cut-off of connection {}", connection.connection.id))
+}
+
+async fn run_leased(run: &Run<'_>, mode: Mode) -> Result<Vec<FileReport>> {
+    let retries_only = match &mode {
+        Mode::Now => false,
+        Mode::Slot(slot) => !schedule::take_slot(run, slot).await?,
+        Mode::RetriesDue => true,
+    };
+    let mut reports = Vec::new();
+    for mut file in files::unfinished(run.store.as_ref(), &run.scope, &run.connection_id).await? {
+        if retries_only && !finish::retry_due(&file.file, run.now) {
+            continue;
+        }
+        tracing::info!(connection = %run.connection_id, file = %file.file.id, name = %file.file.name, status = file.file.status.as_str(), "finishing an unfinished bank file");
+        reports.push(process(run, &mut file).await?);
+    }
+    if retries_only {
+        return Ok(reports);
+    }
+    let accounts = claim::accounts(run).await?;
+    if accounts.is_empty() {
+        return Ok(reports);
+    }
+    for rail in Rail::ALL {
+        if !carries(&run.settings, rail) {
+            warn_if_waiting(run, rail, &accounts).await?;
+            continue;
+        }
+        while let Some(mut filled) = claim::fill(run, rail, &accounts).await? {
+            reports.push(process(run, &mut filled.file).await?);
+            if !filled.full {
+                break;
+            }
+        }
+    }
+    Ok(reports)
+}
+
+async fn process(run: &Run<'_>, file: &mut files::Stored) -> Result<FileReport> {
+    let outcome = finish::finish(run, file).await?;
+    let error = match outcome {
+        Outcome::Uploaded => None,
+        Outcome::UploadFailed(message) => Some(message),
+    };
+    Ok(FileReport { file: file.file.clone(), error })
+}
+
+/// Whether the connection's config has the section `rail`'s files need.
+fn carries(settings: &Settings, rail: Rail) -> bool {
+    match rail {
+        Rail::Ach => settings.ach.is_some(),
+        Rail::Iso(_) => settings.iso20022.is_some(),
+    }
+}
+
+/// Logs approved orders of a rail the connection has no section for: they stay approved.
+async fn warn_if_waiting(run: &Run<'_>, rail: Rail, accounts: &[crate::domain::internal_account::InternalAccount]) -> Result<()> {
+    let ids: Vec<String> = accounts.iter().take(200).map(|a| a.id.clone()).collect();
+    let query = crate::store::ListQuery {
+        kind: crate::domain::payment_order::KIND,
+        scope: run.scope.clone(),
+        filters: vec![
+            crate::store::Filter::Eq { name: "status".into(), value: "approved".into() },
+            crate::store::Filter::Eq { name: "type".into(), value: rail.payment_type().as_str().into() },
+            crate::store::Filter::AnyOf { name: "originating_account_id".into(), values: ids },
+        ],
+        after_seq: None,
+        limit: 1,
+    };
+    if !run.store.list(&query).await?.items.is_empty() {
+        let section = if rail == Rail::Ach { "[ach]" } else { "[iso20022]" };
+        tracing::warn!(
+            connection = %run.connection_id, rail = rail.as_str(),
+            "approved {} payment orders wait: the connection's config has no {section} section to make their files; they stay approved",
+            rail.as_str()
+        );
+    }
+    Ok(())
+}
+
+/// `at` in the connection's time zone.
+pub fn local_time(timezone: &str, at: Timestamp) -> Result<jiff::Zoned> {
+    let tz = jiff::tz::TimeZone::get(timezone).map_err(|e| Error::internal(format!("time zone {timezone:?}: {e}")))?;
+    let instant = jiff::Timestamp::from_microsecond(at.as_micros()).map_err(|e| Error::internal(format!("instant {at}: {e}")))?;
+    Ok(instant.to_zoned(tz))
+}
+
+/// The connection `id` (any tenant), or an error naming it.
+pub async fn connection(store: &dyn Store, id: &str) -> anyhow::Result<Registered> {
+    crate::domain::connection::find(store, id).await?.ok_or_else(|| anyhow!("no connection {id} (payrail connections list)"))
+}
+
+/// A file as `payrail bank files --json` shows it (SPEC B6): no header or groups, no secret.
+pub fn file_json(stored: &files::Stored) -> serde_json::Value {
+    let f = &stored.file;
+    serde_json::json!({
+        "id": f.id,
+        "object": f.object,
+        "live_mode": f.live_mode,
+        "organization_id": stored.scope.organization_id,
+        "connection_id": f.connection_id,
+        "name": f.name,
+        "sha256": f.sha256,
+        "size_bytes": f.size_bytes,
+        "direction": f.direction,
+        "rail": f.rail,
+        "status": f.status.as_str(),
+        "orders": f.order_count,
+        "credit_total": f.credit_total,
+        "debit_total": f.debit_total,
+        "upload_attempts": f.upload_attempts,
+        "last_error": f.last_error,
+        "next_attempt_at": f.next_attempt_at,
+        "created_at": f.created_at,
+        "written_at": f.written_at,
+        "uploaded_at": f.uploaded_at,
+    })
+}
+
+/// The files `payrail bank files` lists: one connection's (newest first) or every tenant's
+/// (oldest first).
+pub async fn list_files(store: &dyn Store, connection_id: Option<&str>) -> anyhow::Result<Vec<files::Stored>> {
+    match connection_id {
+        Some(id) => {
+            let registered = connection(store, id).await?;
+            Ok(files::of_connection(store, &registered.scope, id).await?)
+        }
+        None => Ok(files::all(store).await?),
+    }
+}
+
+/// Copies the bytes of the written file `id`, exactly as uploaded, to `out` (`payrail bank
+/// files show`): the kept spool file, written again from the file's record if this instance has
+/// none, checked against the recorded sha256 either way.
+pub async fn show_file(store: &dyn Store, data_dir: &Path, id: &str, out: &mut dyn std::io::Write) -> anyhow::Result<()> {
+    let stored = files::find(store, id).await?.ok_or_else(|| anyhow!("no bank file {id} (payrail bank files)"))?;
+    let path = finish::spool_of_written(store, &stored.scope, data_dir, &stored.file).await?;
+    let mut file = std::fs::File::open(&path).with_context(|| format!("reading {}", path.display()))?;
+    std::io::copy(&mut file, out)?;
+    out.flush()?;
+    Ok(())
+}

@@ -1,0 +1,578 @@
+//! Cut-offs (SPEC B2, B4, B6, K): live payment orders carried to a bank through a directory
+//! connection by `payrail bank cutoff`, run as an operator would beside the server.
+//!
+//! The files are checked by tools nobody here wrote: NACHA files by carta-ach (PyPI, through
+//! `compat/nacha/check.sh`, as `tests/nacha_files.rs` does), pain.001 files by `xmllint` against
+//! the official XSD (as `tests/iso20022_files.rs` does). Exactly once is checked the hard way:
+//! two cut-offs racing, an upload failing, and `kill -9` in the middle of a cut-off of thousands
+//! of orders, each followed by asserting that every order is in exactly one uploaded file whose
+//! entries, counts and totals match its orders.
+
+#[macro_use]
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use common::{Key, TestServer, json};
+use payrail::base::api_key::Scope;
+use payrail::domain::api_key::Mode;
+use payrail::domain::payment_order::PaymentOrder;
+use payrail::store::{Filter, ListQuery, ObjectRecord, Store, Write, WriteBatch};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+const XSD: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/compat/iso20022/xsd/pain.001.001.09.xsd");
+
+// ---- set-up ----
+
+/// A local time 12 hours from now in New York: the scheduled worker never reaches it during a test.
+fn far_cutoff() -> String {
+    let later = jiff::Timestamp::now().checked_add(jiff::SignedDuration::from_hours(12)).unwrap();
+    later.to_zoned(jiff::tz::TimeZone::get("America/New_York").unwrap()).strftime("%H:%M").to_string()
+}
+
+/// Registers a live directory connection for `org` with ACH and ISO 20022 identities and the
+/// given cut-off time; returns its id and its outbound folder.
+async fn bank(server: &TestServer, org: &str, cutoff: &str) -> (String, PathBuf) {
+    let dir = server.dir.path().join(format!("bank-{org}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("connection.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"name = "Acme Bank"
+organization = "{org}"
+mode = "live"
+timezone = "America/New_York"
+cutoffs = ["{cutoff}"]
+[transport]
+kind = "directory"
+outbound_dir = "outbound"
+inbound_dir = "inbound"
+[ach]
+immediate_destination = "021000021"
+immediate_destination_name = "ACME BANK"
+immediate_origin = "1234567890"
+immediate_origin_name = "ACME CORP"
+company_id = "1234567890"
+company_name = "ACME CORP"
+[iso20022]
+initiating_party_name = "ACME CORP"
+debtor_agent_bic = "ACMEUS33XXX"
+"#
+        ),
+    )
+    .unwrap();
+    let output = common::cli(server, &["connections", "add", "--config", config.to_str().unwrap(), "--json"]).await;
+    assert!(output.status.success(), "connections add: {}", String::from_utf8_lossy(&output.stderr));
+    let added: Value = serde_json::from_slice(&output.stdout).unwrap();
+    (added["id"].as_str().unwrap().to_owned(), dir.join("outbound").canonicalize().unwrap())
+}
+
+/// A live tenant with a connection and an internal account on it.
+struct Live {
+    key: Key,
+    connection: String,
+    outbound: PathBuf,
+    account: String,
+}
+
+async fn live(server: &TestServer, org: &str) -> Live {
+    live_at(server, org, &far_cutoff()).await
+}
+
+async fn live_at(server: &TestServer, org: &str, cutoff: &str) -> Live {
+    let key = server.key_for(org, Mode::Live).await;
+    let (connection, outbound) = bank(server, org, cutoff).await;
+    let body = json!({"name": "Operating", "currency": "USD", "party_name": "Acme Corp", "connection_id": connection});
+    let (status, account) = json(server.post("/api/internal_accounts", &key, &body).send().await.unwrap()).await;
+    assert_eq!(status, 201, "{account}");
+    Live { key, connection, outbound, account: account["id"].as_str().unwrap().to_owned() }
+}
+
+fn ach_receiving(name: &str) -> Value {
+    json!({
+        "party_name": name,
+        "account_type": "checking",
+        "account_details": [{"account_number": "123456789"}],
+        "routing_details": [{"routing_number": "121141822", "routing_number_type": "aba"}],
+    })
+}
+
+fn wire_receiving(name: &str) -> Value {
+    json!({
+        "party_name": name,
+        "party_address": {"line1": "1 Main St", "locality": "Springfield", "region": "IL", "postal_code": "62701", "country": "US"},
+        "account_details": [{"account_number": "987654321"}],
+        "routing_details": [{"routing_number": "021000021", "routing_number_type": "aba"}],
+    })
+}
+
+/// Creates a payment order (approved at creation); returns it.
+async fn order(server: &TestServer, live: &Live, body: Value) -> Value {
+    let mut body = body;
+    body["originating_account_id"] = json!(live.account);
+    let (status, created) = json(server.post("/api/payment_orders", &live.key, &body).send().await.unwrap()).await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["status"], "approved");
+    created
+}
+
+async fn get_order(server: &TestServer, live: &Live, id: &str) -> Value {
+    let (status, body) = json(server.get(&format!("/api/payment_orders/{id}"), &live.key).send().await.unwrap()).await;
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+/// The `payrail` command on `server`'s database, as `common::cli` runs it, not yet started.
+async fn payrail(server: &TestServer, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_payrail"));
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("PAYRAIL_") {
+            command.env_remove(&name);
+        }
+    }
+    command.arg("--data-dir").arg(server.dir.path());
+    if let Some(url) = common::test_database_url(server.dir.path()).await {
+        command.arg("--database-url").arg(url);
+    }
+    if let Some(path) = &server.master_key_file {
+        command.arg("--master-key-file").arg(path);
+    }
+    command.args(args);
+    command
+}
+
+/// Runs `payrail bank cutoff CONNECTION`; its output.
+async fn cutoff(server: &TestServer, connection: &str) -> std::process::Output {
+    let mut command = payrail(server, &["bank", "cutoff", connection]).await;
+    tokio::task::spawn_blocking(move || command.output().unwrap()).await.unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The files in a folder, by name (no `.part` may be among them).
+fn folder(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read(&p).unwrap()))
+        .collect()
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+async fn bank_files(server: &TestServer, connection: &str) -> Vec<Value> {
+    let output = common::cli(server, &["bank", "files", "--connection", connection, "--json"]).await;
+    assert!(output.status.success(), "bank files: {}", text(&output.stderr));
+    serde_json::from_slice::<Value>(&output.stdout).unwrap().as_array().unwrap().clone()
+}
+
+// ---- the independent checkers ----
+
+/// carta-ach's view of NACHA files (compat/nacha/check.sh), one run at a time.
+fn carta(paths: &[&Path]) -> Vec<Value> {
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).parent().unwrap();
+    let output = Command::new(root.join("compat/nacha/check.sh"))
+        .args(paths)
+        .env("CARGO_TARGET_DIR", target)
+        .output()
+        .expect("compat/nacha/check.sh");
+    assert!(output.status.success(), "compat/nacha/check.sh failed:\n{}", text(&output.stderr));
+    serde_json::from_slice(&output.stdout).expect("check.py prints JSON")
+}
+
+/// The independent checks of one NACHA file: every field valid to carta-ach, 94-character
+/// lines, and every control record equal to the totals recomputed from the entries.
+fn assert_carta_accepts(seen: &Value) {
+    assert_eq!(seen["carta_rejects"], json!([]), "fields carta-ach's validators refuse");
+    assert_eq!(seen["line_lengths"], json!([94]));
+    assert_eq!(seen["line_count"].as_u64().unwrap() % 10, 0, "blocked to 10");
+    assert_eq!(seen["file_control"], seen["computed"], "file control against carta's entries");
+    for batch in seen["batches"].as_array().unwrap() {
+        assert_eq!(batch["control"], batch["computed"], "batch control against carta's entries");
+    }
+}
+
+fn assert_xsd_valid(file: &Path) {
+    let output = Command::new("xmllint")
+        .args(["--noout", "--schema", XSD])
+        .arg(file)
+        .output()
+        .expect("xmllint is required (apt-get install libxml2-utils)");
+    let said = format!("{}{}", text(&output.stdout), text(&output.stderr));
+    assert!(output.status.success() && said.contains("validates"), "{} fails the official XSD:\n{said}", file.display());
+}
+
+// ---- the invariants every test ends with ----
+
+/// Every order of `ids` in exactly one uploaded file: its `bank_file_id` names an uploaded file;
+/// each file's entries (parsed from the bytes in the outbound folder) are exactly its orders,
+/// with their amounts and trace numbers; counts and totals match; no file twice, no `.part`.
+async fn assert_each_in_exactly_one_file(server: &TestServer, live: &Live, scope: &Scope, ids: &BTreeSet<String>) {
+    let files = bank_files(server, &live.connection).await;
+    let outbound = folder(&live.outbound);
+    assert!(outbound.keys().all(|n| !n.ends_with(".part")), "a .part was left: {:?}", outbound.keys());
+    assert_eq!(outbound.len(), files.len(), "one outbound file per recorded file: {:?}", outbound.keys());
+    // (file id, trace number) -> amount, from the orders.
+    let mut from_orders: BTreeMap<(String, String), u64> = BTreeMap::new();
+    let mut per_file: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for stored in all_orders(server.store.as_ref(), scope).await {
+        if !ids.contains(&stored["id"].as_str().unwrap().to_owned()) {
+            continue;
+        }
+        assert_eq!(stored["status"], "sent", "{}", stored["id"]);
+        let file_id = stored["vendor_attributes"]["bank_file_id"].as_str().expect("the order names its file").to_owned();
+        let traces: Vec<&Value> =
+            stored["reference_numbers"].as_array().unwrap().iter().filter(|r| r["reference_number_type"] == "ach_trace_number").collect();
+        assert_eq!(traces.len(), 1, "one trace number: {}", stored["reference_numbers"]);
+        let amount = stored["amount"].as_u64().unwrap();
+        let previous = from_orders.insert((file_id.clone(), traces[0]["reference_number"].as_str().unwrap().to_owned()), amount);
+        assert!(previous.is_none(), "two orders with one trace number in one file");
+        let totals = per_file.entry(file_id).or_default();
+        totals.0 += 1;
+        totals.1 += amount;
+    }
+    assert_eq!(from_orders.len(), ids.len(), "every order was found");
+    let mut from_files: BTreeMap<(String, String), u64> = BTreeMap::new();
+    for file in &files {
+        let id = file["id"].as_str().unwrap().to_owned();
+        assert_eq!(file["status"], "uploaded", "{file}");
+        let bytes =
+            outbound.get(file["name"].as_str().unwrap()).unwrap_or_else(|| panic!("{} is not in the outbound folder", file["name"]));
+        assert_eq!(file["sha256"].as_str().unwrap(), sha256_hex(bytes), "the recorded sha256 is the uploaded file's");
+        let parsed =
+            payrail::bank::formats::nacha::parse(std::str::from_utf8(bytes).unwrap()).expect("the project's NACHA parser reads it");
+        let entries: Vec<_> = parsed.batches.iter().flat_map(|b| b.entries.iter()).collect();
+        let (count, total) = per_file.get(&id).copied().unwrap_or_default();
+        assert_eq!((file["orders"].as_u64().unwrap(), entries.len() as u64), (count, count), "file {} carries its orders", file["name"]);
+        assert_eq!(file["credit_total"].as_u64().unwrap(), total, "file {} totals", file["name"]);
+        for entry in entries {
+            from_files.insert((id.clone(), entry.detail.trace.to_string()), entry.detail.amount_cents);
+        }
+    }
+    assert_eq!(from_files, from_orders, "the files' entries are exactly the orders, each once");
+}
+
+/// Every payment order of `scope`, as stored.
+async fn all_orders(store: &dyn Store, scope: &Scope) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut after_seq = None;
+    loop {
+        let query = ListQuery { kind: "payment_order", scope: scope.clone(), filters: vec![], after_seq, limit: 1000 };
+        let page = store.list(&query).await.unwrap();
+        out.extend(page.items.iter().map(|s| serde_json::from_str::<Value>(&s.doc).unwrap()));
+        match page.next_seq {
+            Some(seq) => after_seq = Some(seq),
+            None => return out,
+        }
+    }
+}
+
+async fn any_with_status(store: &dyn Store, scope: &Scope, status: &str) -> bool {
+    let query = ListQuery {
+        kind: "payment_order",
+        scope: scope.clone(),
+        filters: vec![Filter::Eq { name: "status".into(), value: status.into() }],
+        after_seq: None,
+        limit: 1,
+    };
+    !store.list(&query).await.unwrap().items.is_empty()
+}
+
+/// `n` approved ACH orders like `template`, written straight to the store (creating thousands
+/// through the API would take most of the test's time); their ids.
+async fn seed(store: &dyn Store, scope: &Scope, template: &Value, n: usize) -> BTreeSet<String> {
+    let template: PaymentOrder = serde_json::from_value(template.clone()).unwrap();
+    let mut ids = BTreeSet::new();
+    for chunk in (0..n).collect::<Vec<_>>().chunks(500) {
+        let mut batch = WriteBatch::new();
+        for i in chunk {
+            let mut order = template.clone();
+            order.id = payrail::domain::id::Id::generate();
+            order.amount = payrail::domain::money::Amount::parse("amount", 100 + *i as i64).unwrap();
+            ids.insert(order.id.to_string());
+            batch.push(Write::Insert(ObjectRecord {
+                id: order.id.to_string(),
+                kind: "payment_order",
+                scope: scope.clone(),
+                parent_id: None,
+                created_at: order.created_at,
+                doc: serde_json::to_string(&order).unwrap(),
+                terms: order.terms(),
+            }));
+        }
+        store.commit(batch).await.unwrap();
+    }
+    ids
+}
+
+fn live_scope(org: &str) -> Scope {
+    Scope { organization_id: org.into(), live_mode: true }
+}
+
+on_both_stores! {
+    /// B2, B3, B4, B6, K: approved live orders end `sent` (events begin_processing then sent),
+    /// one file per rail that carta-ach and the official XSD accept, recorded and shown byte for
+    /// byte; what is not due stays approved.
+    #[tokio::test]
+    async fn b2_b4_live_orders_go_out_in_one_file_per_rail_and_end_sent() {
+        let server = TestServer::start().await;
+        let live = live(&server, "acme").await;
+        let ach_credit = order(&server, &live, json!({"type": "ach", "amount": 12_500, "direction": "credit", "receiving_account": ach_receiving("Jane Doe"), "remittance_information": "Invoice 42", "statement_descriptor": "PAYROLL"})).await;
+        let ach_debit = order(&server, &live, json!({"type": "ach", "amount": 2_000, "direction": "debit", "receiving_account": ach_receiving("Sam Smith")})).await;
+        let ach_high = order(&server, &live, json!({"type": "ach", "amount": 750, "direction": "credit", "priority": "high", "receiving_account": ach_receiving("Pat Jones")})).await;
+        let wire = order(&server, &live, json!({"type": "wire", "amount": 1_000_000, "direction": "credit", "receiving_account": wire_receiving("Widgets Inc"), "remittance_information": "PO 7"})).await;
+        let later = order(&server, &live, json!({"type": "ach", "amount": 300, "direction": "credit", "receiving_account": ach_receiving("Later Co"), "process_after": "2099-01-01T00:00:00Z"})).await;
+        let cancelled = order(&server, &live, json!({"type": "ach", "amount": 400, "direction": "credit", "receiving_account": ach_receiving("Gone Co")})).await;
+        let (status, _) = json(server.patch(&format!("/api/payment_orders/{}", cancelled["id"].as_str().unwrap()), &live.key, &json!({"status": "cancelled"})).send().await.unwrap()).await;
+        assert_eq!(status, 200);
+
+        let run = cutoff(&server, &live.connection).await;
+        assert!(run.status.success(), "bank cutoff: {}\n{}", text(&run.stdout), text(&run.stderr));
+        let printed = text(&run.stdout);
+        let lines: Vec<&str> = printed.lines().collect();
+        assert_eq!(lines.len(), 2, "a line per file, one file per rail: {printed}");
+        assert!(lines[0].contains("  ach  orders=3  credit_total=13250  debit_total=2000  uploaded"), "{printed}");
+        assert!(lines[1].contains("  wire  orders=1  credit_total=1000000  debit_total=0  uploaded"), "{printed}");
+
+        let files = bank_files(&server, &live.connection).await;
+        assert_eq!(files.len(), 2);
+        let by_rail: BTreeMap<String, Value> = files.iter().map(|f| (f["rail"].as_str().unwrap().to_owned(), f.clone())).collect();
+        let outbound = folder(&live.outbound);
+        assert_eq!(outbound.len(), 2, "{:?}", outbound.keys());
+        for file in &files {
+            let name = file["name"].as_str().unwrap();
+            assert!(name.starts_with("payrail-") && (name.ends_with("-A-ach.ach") || name.ends_with("-A-wire.xml")), "{name}");
+            assert_eq!((file["direction"].as_str(), file["status"].as_str()), (Some("outbound"), Some("uploaded")));
+            assert_eq!(file["sha256"].as_str().unwrap(), sha256_hex(&outbound[name]));
+            assert!(file["uploaded_at"].is_string());
+        }
+
+        // Orders: sent, naming their file, ACH ones with their trace number; events in order.
+        for (created, rail) in [(&ach_credit, "ach"), (&ach_debit, "ach"), (&ach_high, "ach"), (&wire, "wire")] {
+            let id = created["id"].as_str().unwrap();
+            let now = get_order(&server, &live, id).await;
+            assert_eq!(now["status"], "sent", "{now}");
+            assert_eq!(now["vendor_attributes"]["bank_file_id"], by_rail[rail]["id"]);
+            let (_, events) = json(server.get(&format!("/api/events?entity_id={id}"), &live.key).send().await.unwrap()).await;
+            let mut names: Vec<&str> = events.as_array().unwrap().iter().map(|e| e["event_name"].as_str().unwrap()).collect();
+            names.reverse();
+            assert_eq!(names, ["created", "begin_processing", "sent"], "{events}");
+            let references = now["reference_numbers"].as_array().unwrap();
+            if rail == "ach" {
+                assert_eq!(references.len(), 1, "{now}");
+                let r = &references[0];
+                let keys: BTreeSet<&str> = r.as_object().unwrap().keys().map(String::as_str).collect();
+                assert_eq!(keys, BTreeSet::from(["id", "object", "live_mode", "reference_number", "reference_number_type", "created_at", "updated_at"]));
+                assert_eq!((r["object"].as_str(), r["reference_number_type"].as_str(), r["live_mode"].as_bool()), (Some("payment_reference"), Some("ach_trace_number"), Some(true)));
+                assert!(r["reference_number"].as_str().unwrap().starts_with("02100002"), "ODFI = first 8 digits of immediate_destination: {r}");
+                // The trace number finds the order (the inbound half matches returns by it).
+                let trace = r["reference_number"].as_str().unwrap();
+                let (_, found) = json(server.get(&format!("/api/payment_orders?reference_number={trace}"), &live.key).send().await.unwrap()).await;
+                assert_eq!(found.as_array().unwrap().len(), 1);
+                assert_eq!(found[0]["id"], now["id"]);
+            } else {
+                assert!(references.is_empty());
+            }
+        }
+        for (left, status) in [(&later, "approved"), (&cancelled, "cancelled")] {
+            assert_eq!(get_order(&server, &live, left["id"].as_str().unwrap()).await["status"], status);
+        }
+
+        // The NACHA file: the project's parser and carta-ach agree, controls hold.
+        let ach_name = by_rail["ach"]["name"].as_str().unwrap();
+        let ach_path = live.outbound.join(ach_name);
+        let parsed = payrail::bank::formats::nacha::parse(std::str::from_utf8(&outbound[ach_name]).unwrap()).unwrap();
+        let seen = carta(&[&ach_path]);
+        assert_carta_accepts(&seen[0]);
+        assert_eq!(seen[0]["file_header"]["immediate_destination"].as_str().unwrap().trim(), "021000021");
+        assert_eq!(seen[0]["file_header"]["file_id_modifier"], "A");
+        let entries: usize = parsed.batches.iter().map(|b| b.entries.len()).sum();
+        assert_eq!(entries, 3);
+        let batches = seen[0]["batches"].as_array().unwrap();
+        let descriptions: BTreeSet<&str> = batches.iter().map(|b| b["entry_description"].as_str().unwrap()).collect();
+        assert!(descriptions.contains("PAYROLL"), "the statement descriptor is the company entry description: {descriptions:?}");
+        assert!(batches.iter().all(|b| b["company_name"] == "ACME CORP" && b["odfi"] == "02100002"));
+        // The wire file: valid against the official XSD.
+        let wire_path = live.outbound.join(by_rail["wire"]["name"].as_str().unwrap());
+        assert_xsd_valid(&wire_path);
+        let xml = text(&outbound[by_rail["wire"]["name"].as_str().unwrap()]);
+        assert!(xml.contains("<NbOfTxs>1</NbOfTxs>") && xml.contains("<CtrlSum>10000.00</CtrlSum>"), "{xml}");
+        assert!(xml.contains(&wire["id"].as_str().unwrap().replace('-', "")), "the end-to-end id is the order's");
+
+        // `bank files show`: the bytes exactly as uploaded, also once the kept copy is gone.
+        for file in &files {
+            let shown = common::cli(&server, &["bank", "files", "show", file["id"].as_str().unwrap()]).await;
+            assert!(shown.status.success(), "{}", text(&shown.stderr));
+            assert_eq!(shown.stdout, outbound[file["name"].as_str().unwrap()]);
+        }
+        std::fs::remove_dir_all(server.dir.path().join("bank/outbound")).unwrap();
+        let shown = common::cli(&server, &["bank", "files", "show", by_rail["ach"]["id"].as_str().unwrap()]).await;
+        assert_eq!(shown.stdout, outbound[ach_name], "written again from its record, byte for byte");
+        let listed = common::cli(&server, &["bank", "files"]).await;
+        let listed = text(&listed.stdout);
+        assert!(listed.lines().next().unwrap().starts_with("ID") && listed.contains(ach_name) && listed.contains("uploaded"), "{listed}");
+
+        // A second cut-off finds nothing due and makes no file.
+        let again = cutoff(&server, &live.connection).await;
+        assert!(again.status.success() && text(&again.stdout).contains("was due"), "{}", text(&again.stdout));
+        assert_eq!(folder(&live.outbound).len(), 2);
+    }
+
+    /// B2: an upload that fails (the bank's folder is gone) leaves the orders processing and the
+    /// file written, with an event and a retry time; the next attempt uploads it under the same
+    /// name, once.
+    #[tokio::test]
+    async fn b2_an_upload_failure_keeps_orders_processing_and_the_retry_sends_the_same_name_once() {
+        let server = TestServer::start().await;
+        let live = live(&server, "acme").await;
+        let mut ids = BTreeSet::new();
+        for amount in [1_000, 2_000] {
+            ids.insert(order(&server, &live, json!({"type": "ach", "amount": amount, "direction": "credit", "receiving_account": ach_receiving("Jane Doe")})).await["id"].as_str().unwrap().to_owned());
+        }
+        // The bank is unreachable: its folder is a plain file now (refused even to root).
+        let aside = live.outbound.with_extension("aside");
+        std::fs::rename(&live.outbound, &aside).unwrap();
+        std::fs::write(&live.outbound, b"not a folder").unwrap();
+        let failed = cutoff(&server, &live.connection).await;
+        assert!(!failed.status.success(), "a failed upload is a failed command");
+        assert!(text(&failed.stdout).contains("upload failed"), "{}", text(&failed.stdout));
+        for id in &ids {
+            assert_eq!(get_order(&server, &live, id).await["status"], "processing");
+        }
+        let files = bank_files(&server, &live.connection).await;
+        assert_eq!(files.len(), 1);
+        let file = &files[0];
+        assert_eq!((file["status"].as_str(), file["upload_attempts"].as_u64()), (Some("written"), Some(1)), "{file}");
+        assert!(file["last_error"].is_string() && file["next_attempt_at"].is_string(), "{file}");
+        let (_, events) = json(server.get("/api/events?event_name=upload_failed", &live.key).send().await.unwrap()).await;
+        assert_eq!(events.as_array().unwrap().len(), 1, "{events}");
+        assert_eq!((events[0]["resource"].as_str(), events[0]["entity_id"].as_str()), (Some("bank_file"), file["id"].as_str()));
+
+        // A second failure backs off further.
+        let failed = cutoff(&server, &live.connection).await;
+        assert!(!failed.status.success());
+        let again = &bank_files(&server, &live.connection).await[0];
+        assert_eq!(again["upload_attempts"], 2);
+        assert!(again["next_attempt_at"].as_str() > file["next_attempt_at"].as_str());
+
+        // The bank is back: the same file, under its name, once.
+        std::fs::remove_file(&live.outbound).unwrap();
+        std::fs::rename(&aside, &live.outbound).unwrap();
+        let run = cutoff(&server, &live.connection).await;
+        assert!(run.status.success(), "{}\n{}", text(&run.stdout), text(&run.stderr));
+        assert!(text(&run.stdout).contains(file["name"].as_str().unwrap()));
+        let outbound = folder(&live.outbound);
+        assert_eq!(outbound.keys().collect::<Vec<_>>(), [file["name"].as_str().unwrap()]);
+        assert_eq!(sha256_hex(&outbound[file["name"].as_str().unwrap()]), file["sha256"].as_str().unwrap(), "the very bytes recorded before the failure");
+        assert_each_in_exactly_one_file(&server, &live, &live_scope("acme"), &ids).await;
+    }
+
+    /// B2: two cut-offs of one connection started together (two operators, or an operator and
+    /// a scheduled run) never put an order in two files.
+    #[tokio::test]
+    async fn b2_racing_cutoffs_never_put_an_order_in_two_files() {
+        let server = TestServer::start().await;
+        let live = live(&server, "acme").await;
+        let template = order(&server, &live, json!({"type": "ach", "amount": 100, "direction": "credit", "receiving_account": ach_receiving("Jane Doe")})).await;
+        let scope = live_scope("acme");
+        let mut ids = seed(server.store.as_ref(), &scope, &template, 1_500).await;
+        ids.insert(template["id"].as_str().unwrap().to_owned());
+        let mut children = Vec::new();
+        for _ in 0..2 {
+            let mut command = payrail(&server, &["bank", "cutoff", &live.connection]).await;
+            children.push(command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap());
+        }
+        for child in children {
+            let output = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap()).await.unwrap();
+            assert!(output.status.success(), "{}\n{}", text(&output.stdout), text(&output.stderr));
+        }
+        assert_each_in_exactly_one_file(&server, &live, &scope, &ids).await;
+    }
+
+    /// B2: `kill -9` in the middle of a cut-off of thousands of orders (once while claiming,
+    /// once while marking them sent) loses and duplicates nothing: the next runs finish the
+    /// recorded file under its name and carry the rest.
+    #[tokio::test]
+    async fn b2_kill_9_during_a_cutoff_loses_and_duplicates_nothing() {
+        let server = TestServer::start().await;
+        let live = live(&server, "acme").await;
+        let template = order(&server, &live, json!({"type": "ach", "amount": 100, "direction": "credit", "receiving_account": ach_receiving("Jane Doe")})).await;
+        let scope = live_scope("acme");
+        let mut ids = seed(server.store.as_ref(), &scope, &template, 4_000).await;
+        ids.insert(template["id"].as_str().unwrap().to_owned());
+        let store = server.store.clone();
+        let mut killed = 0;
+        for stage in ["processing", "sent"] {
+            let mut command = payrail(&server, &["bank", "cutoff", &live.connection]).await;
+            let mut child = command.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+            let started = Instant::now();
+            // Kill it as soon as it is in the middle of `stage` (some orders there, some not yet).
+            loop {
+                let reached = any_with_status(store.as_ref(), &scope, stage).await;
+                let before = any_with_status(store.as_ref(), &scope, if stage == "processing" { "approved" } else { "processing" }).await;
+                if reached && before {
+                    break;
+                }
+                assert!(child.try_wait().unwrap().is_none(), "the cut-off ended before it could be killed in {stage}");
+                assert!(started.elapsed() < Duration::from_secs(120), "no progress to {stage}");
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            child.kill().unwrap(); // SIGKILL
+            child.wait().unwrap();
+            killed += 1;
+        }
+        assert_eq!(killed, 2);
+        // The lease of the killed run runs out; the next run waits for it, then finishes.
+        let run = cutoff(&server, &live.connection).await;
+        assert!(run.status.success(), "{}\n{}", text(&run.stdout), text(&run.stderr));
+        assert_each_in_exactly_one_file(&server, &live, &scope, &ids).await;
+    }
+}
+
+/// B2: the scheduled worker inside `payrail serve` runs the cut-off at the connection's local
+/// cut-off time (the server's clock moved past it), once per slot.
+#[tokio::test]
+async fn b2_the_server_runs_the_cutoff_at_the_connection_local_time() {
+    let server = TestServer::start_with(|config| config.bank_tick_ms = 100).await;
+    // Two minutes from now, in New York.
+    let soon = jiff::Timestamp::now().checked_add(jiff::SignedDuration::from_mins(2)).unwrap();
+    let cutoff_at = soon.to_zoned(jiff::tz::TimeZone::get("America/New_York").unwrap()).strftime("%H:%M").to_string();
+    let live = live_at(&server, "acme", &cutoff_at).await;
+    let id =
+        order(&server, &live, json!({"type": "ach", "amount": 500, "direction": "credit", "receiving_account": ach_receiving("Jane Doe")}))
+            .await["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(get_order(&server, &live, &id).await["status"], "approved", "not before its time");
+    server.clock.advance_secs(180);
+    let started = Instant::now();
+    while get_order(&server, &live, &id).await["status"] != "sent" {
+        assert!(started.elapsed() < Duration::from_secs(30), "the scheduled cut-off did not run");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // A new order after the slot waits for the next one.
+    let next =
+        order(&server, &live, json!({"type": "ach", "amount": 600, "direction": "credit", "receiving_account": ach_receiving("Jane Doe")}))
+            .await["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(get_order(&server, &live, &next).await["status"], "approved", "one run per slot");
+    assert_eq!(bank_files(&server, &live.connection).await.len(), 1);
+}
