@@ -19,8 +19,7 @@ use async_trait::async_trait;
 use serde_json::{Map, json};
 
 use super::{Measured, Own, OwnServers, Scenario};
-use crate::harness::pg::pg_connect;
-use crate::harness::{BoxResult, Call, Req, Requests, RunResult, Store, call_json, connect, r1, r3, ratio};
+use crate::harness::{BoxResult, Call, Req, Requests, RunResult, call_json, connect, r1, r3, ratio};
 use crate::ledger::{ENTRIES_PER_SEED_TXN, LedgerServer, balance, ledger_concurrencies, ledger_plan, rate_keys, top};
 use crate::plan::{Options, Plan};
 use crate::seed::Fixture;
@@ -100,7 +99,7 @@ impl OwnServers for LedgerBalanceReads {
             "bench: seeded {large_entries} entries on one account through the API in {took:.1} s ({:.0} entries/s)",
             large_entries as f64 / took
         );
-        let vacuumed = vacuum(&ls.store).await?;
+        let vacuumed = ls.settle_statistics("VACUUM (ANALYZE) ledger_postings; ANALYZE").await?;
         check_sums(&ls, &fx.small, SMALL_ENTRIES).await?;
         check_sums(&ls, &fx.large, large_entries).await?;
         let (probe_small, probe_large) = (probe(&ls, &fx.small).await?, probe(&ls, &fx.large).await?);
@@ -157,16 +156,6 @@ async fn probe(ls: &LedgerServer, account: &str) -> BoxResult<f64> {
     }
     took.sort_by(f64::total_cmp);
     Ok(took[PROBES / 2])
-}
-
-/// On PostgreSQL, `VACUUM (ANALYZE)` of the postings after the bulk seeding: what autovacuum
-/// does within a minute or so of such a load (visibility map for index-only scans, planner
-/// statistics), done at once. SQLite has nothing to do.
-async fn vacuum(store: &Store) -> BoxResult<bool> {
-    let Store::Postgres { url } = store else { return Ok(false) };
-    let client = pg_connect(url).await?;
-    client.batch_execute("VACUUM (ANALYZE) ledger_postings").await.map_err(|e| format!("VACUUM ledger_postings: {e}"))?;
-    Ok(true)
 }
 
 /// The seeding landed: `entries` credits of 1 now, all of them as of the end of the span, none
