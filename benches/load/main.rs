@@ -1,10 +1,13 @@
 //! Payrail's load benchmark (issue 7): the real server against the machine's own ceilings.
 //!
 //! Run: `cargo bench --bench load -- --quick` (about 30 s), or `cargo bench --bench load` (full:
-//! every scenario at 1, 16 and 64 connections, 10 s each, plus the 1,000,000-reply check).
+//! every scenario at 1, 16 and 64 connections, 10 s each, plus the 1,000,000-reply check, and
+//! the ledger scenarios at 64 connections on servers of their own).
 //! Flags: `--quick`, `--database-url URL` (a PostgreSQL server: the bench creates a fresh database
 //! in it and drops it at the end), `--duration-secs N`, `--connections 1,16,64`,
-//! `--scenarios ping,create_counterparty,...` (a subset; `replay_scale` names the 10k/1M check).
+//! `--scenarios ping,create_counterparty,...` (a subset; `replay_scale` names the 10k/1M check,
+//! `ledger_balance_reads` the balance reads), `--ledger-entries N` (entries of the large account
+//! the as-of reads run on).
 //! Environment: `PAYRAIL_BENCH_SERVER_WRAPPER="valgrind --tool=callgrind ..."` starts the server
 //! under a wrapper (for profiles).
 //!
@@ -29,7 +32,8 @@
 //! Layout: this file (the command line's run: stores, stages, the JSON line); `plan` (flags,
 //! concurrencies); `harness/` (the server process, TLS client, closed-loop driver, results,
 //! /proc sampling, PostgreSQL helpers); `ceilings` (http_ceiling, commit_ceiling); `seed`
-//! (fixtures); `durability` (the durability checks); `report` (table and JSON line);
+//! (fixtures); `ledger` (the ledger scenarios' servers, seeding and pairing with the commit
+//! ceiling); `durability` (the durability checks); `report` (table and JSON line);
 //! `scenarios/` (one module per scenario, and the registry that runs them in order).
 //!
 //! Adding a scenario: write `scenarios/<name>.rs` with a unit struct, its [`harness::Requests`]
@@ -38,7 +42,8 @@
 //! `impl OnShared` giving its `name()` (override `measure` to pair its runs with a ceiling, or
 //! `concurrencies`, `baseline`, `report` for its own JSON keys). A scenario that needs servers,
 //! stores or configuration of its own (an ingestion directory, a cut-off clock) implements
-//! `OwnServers` instead, as `replay_scale` does, and runs after the shared server stopped. Then
+//! `OwnServers` instead, as `replay_scale` and the ledger scenarios (`ledger` has what they
+//! share) do, and runs after the shared server stopped. Then
 //! add its module name to the `registry!` list in `scenarios/mod.rs`, where it should run: that
 //! one line declares the module, registers it for `--scenarios`, the table and the JSON line
 //! (`<name>_rps`, `<name>_p99_ms`, and its runs under `runs`). BENCHMARKS.md describes each.
@@ -46,6 +51,7 @@
 mod ceilings;
 mod durability;
 mod harness;
+mod ledger;
 mod plan;
 mod report;
 mod scenarios;
@@ -117,7 +123,7 @@ async fn run_stores(plan: &Plan, root: &Path, stores: &Stores, machine: Value, s
     let own = scenarios::run_own(plan, root, &shared.fixture, &stores.own).await?;
     let durability = durability(store, &shared).await;
     let run = report::Run { plan, store, shared: &shared, own: &own, durability, machine, started };
-    report::print_table(&run.all(), &shared.results);
+    report::print_table(&run.all());
     Ok(run.json_line())
 }
 

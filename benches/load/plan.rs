@@ -14,11 +14,20 @@ pub struct Options {
     pub warmup: Duration,
     pub connections: Option<Vec<usize>>,
     pub scenarios: Option<Vec<String>>,
+    /// Entries of the large account of `ledger_balance_reads` (else its default).
+    pub ledger_entries: Option<u64>,
 }
 
 pub fn parse_args() -> BoxResult<Options> {
-    let mut opts =
-        Options { quick: false, database_url: None, duration: Duration::ZERO, warmup: Duration::ZERO, connections: None, scenarios: None };
+    let mut opts = Options {
+        quick: false,
+        database_url: None,
+        duration: Duration::ZERO,
+        warmup: Duration::ZERO,
+        connections: None,
+        scenarios: None,
+        ledger_entries: None,
+    };
     let mut duration_secs: Option<f64> = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -39,11 +48,18 @@ pub fn parse_args() -> BoxResult<Options> {
                     _ => return Err(format!("--connections: expected a list like 1,16,64, got {v}")),
                 }
             }
+            "--ledger-entries" => {
+                let v = value("--ledger-entries")?;
+                match v.parse::<u64>() {
+                    Ok(n) if n > 0 => opts.ledger_entries = Some(n),
+                    _ => return Err(format!("--ledger-entries: expected a positive whole number, got {v}")),
+                }
+            }
             "--scenarios" => opts.scenarios = Some(value("--scenarios")?.split(',').map(|s| s.trim().to_owned()).collect()),
             "-h" | "--help" => {
                 eprintln!(
                     "usage: cargo bench --bench load -- [--quick] [--database-url URL] [--duration-secs N] \
-                     [--connections 1,16,64] [--scenarios ping,create_counterparty,...]"
+                     [--connections 1,16,64] [--scenarios ping,create_counterparty,...] [--ledger-entries N]"
                 );
                 std::process::exit(0);
             }

@@ -9,7 +9,7 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use crate::durability::Durability;
-use crate::harness::{Results, RunResult, Store, r1, r3, ratio, server_bin};
+use crate::harness::{RunResult, Store, r1, r3, ratio, server_bin};
 use crate::plan::Plan;
 use crate::scenarios::{self, Measured, Scenario, SharedRun};
 
@@ -62,8 +62,10 @@ fn temp_fs(dir: &Path) -> Option<String> {
         .map(|(_, fs)| fs)
 }
 
-/// One row per run; the last column compares its rate with its baseline at the same concurrency.
-pub fn print_table(runs: &[&RunResult], results: &Results) {
+/// One row per run; the last column compares its rate with its baseline at the same concurrency
+/// (the first run of that name measured at it).
+pub fn print_table(runs: &[&RunResult]) {
+    let rps = |name: &str, conns: usize| runs.iter().find(|r| r.scenario == name && r.connections == conns).map(|r| r.rps());
     println!();
     println!(
         "{:<22} {:>5} {:>11} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7} {:>7}  ratio",
@@ -73,10 +75,15 @@ pub fn print_table(runs: &[&RunResult], results: &Results) {
     for run in runs {
         let c = run.connections;
         let note = match run.scenario {
-            "commit_ceiling" if run.writers == Some(1) => Some("one writer, single-row commits".into()),
-            "commit_ceiling" => Some("single-row commits, one per connection".into()),
+            name if name.starts_with("commit_ceiling") && run.writers == Some(1) => Some("one writer, single-row commits".into()),
+            name if name.starts_with("commit_ceiling") => Some("single-row commits, one per connection".into()),
             name => scenarios::baseline_of(name)
-                .and_then(|baseline| ratio(Some(run.rps()), results.rps(baseline, c)).map(|x| format!("{x:.3} of {baseline}"))),
+                .and_then(|baseline| ratio(Some(run.rps()), rps(baseline, c)).map(|x| format!("{x:.3} of {baseline}"))),
+        };
+        let note = match (note, run.refused) {
+            (note, 0) => note.unwrap_or_default(),
+            (Some(note), refused) => format!("{note} ({refused} refused as expected)"),
+            (None, refused) => format!("{refused} refused as expected"),
         };
         println!(
             "{:<22} {:>5} {:>11.1} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>7} {:>7} {:>7} {:>7}  {}",
@@ -91,7 +98,7 @@ pub fn print_table(runs: &[&RunResult], results: &Results) {
             run.reconnects,
             run.server_cpu_cores.map(|c| format!("{c:.2}")).unwrap_or_else(|| "-".into()),
             run.bench_cpu_cores.map(|c| format!("{c:.2}")).unwrap_or_else(|| "-".into()),
-            note.unwrap_or_default()
+            note
         );
     }
     println!();

@@ -11,6 +11,7 @@ use serde_json::json;
 
 use crate::harness::pg::pg_connect;
 use crate::harness::{BoxResult, Call, Store, Target, call_json, connect, id_of, unix_micros};
+use crate::ledger::LedgerFixture;
 
 /// Counterparties seeded for `get`, `list` and `mix`.
 pub const SEED_COUNTERPARTIES_QUICK: usize = 200;
@@ -25,6 +26,8 @@ pub struct Fixture {
     pub replay_body: Bytes,
     pub counterparty_ids: Vec<String>,
     pub scale_keys: u64,
+    /// The ledger scenarios' ledger (each on a server of its own).
+    pub ledger: LedgerFixture,
 }
 
 /// Creates the accounts, the replayed original and the counterparties `get` reads.
@@ -64,7 +67,15 @@ pub async fn seed(target: &Arc<Target>, count: usize) -> BoxResult<Fixture> {
     for task in tasks {
         counterparty_ids.extend(task.await.map_err(|e| e.to_string())??);
     }
-    Ok(Fixture { internal_account: id_of(&ia)?, external_account, replay_key, replay_body, counterparty_ids, scale_keys: 0 })
+    Ok(Fixture {
+        internal_account: id_of(&ia)?,
+        external_account,
+        replay_key,
+        replay_body,
+        counterparty_ids,
+        scale_keys: 0,
+        ledger: LedgerFixture::default(),
+    })
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -13,6 +13,8 @@ use super::{BoxResult, ERROR_SAMPLES_MAX, LATENCY_MAX_US};
 /// What one request or transaction came to.
 pub enum Outcome {
     Ok,
+    /// The refusal the call expects too: a right answer, counted (and timed) apart.
+    Refused,
     /// An answer, but not the expected one: an error; the session stays usable.
     Unexpected(String),
     /// The connection failed: an error; the session is reopened.
@@ -35,6 +37,7 @@ pub trait Opener: Send + Sync + 'static {
 
 struct WorkerStats {
     ok: u64,
+    refused: u64,
     errors: u64,
     reconnects: u64,
     hist: Histogram<u64>,
@@ -76,6 +79,7 @@ pub async fn closed_loop<O: Opener>(name: &'static str, opener: Arc<O>, conns: u
         match task.await {
             Ok(stats) => {
                 result.ok += stats.ok;
+                result.refused += stats.refused;
                 result.errors += stats.errors;
                 result.reconnects += stats.reconnects;
                 let _ = result.hist.add(&stats.hist);
@@ -100,7 +104,7 @@ async fn session_loop<O: Opener>(
     ready: tokio::sync::mpsc::Sender<()>,
     mut go: tokio::sync::watch::Receiver<Option<(Instant, Instant)>>,
 ) -> WorkerStats {
-    let mut stats = WorkerStats { ok: 0, errors: 0, reconnects: 0, hist: new_hist(), samples: vec![], done: Instant::now() };
+    let mut stats = WorkerStats { ok: 0, refused: 0, errors: 0, reconnects: 0, hist: new_hist(), samples: vec![], done: Instant::now() };
     let mut first_error = None;
     let mut session = match opener.open(conn).await {
         Ok(s) => Some(s),
@@ -145,7 +149,12 @@ async fn session_loop<O: Opener>(
                 stats.ok += 1;
                 let _ = stats.hist.record(latency_us.min(LATENCY_MAX_US));
             }
-            Outcome::Ok => {}
+            Outcome::Refused if measured => {
+                stats.ok += 1;
+                stats.refused += 1;
+                let _ = stats.hist.record(latency_us.min(LATENCY_MAX_US));
+            }
+            Outcome::Ok | Outcome::Refused => {}
             Outcome::Unexpected(msg) => stats.error(measured, msg),
             Outcome::Broken(msg) => {
                 stats.error(measured, msg);

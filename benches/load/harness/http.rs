@@ -91,11 +91,25 @@ pub struct Call {
     pub key: Option<String>,
     pub expect: StatusCode,
     pub expect_replayed: bool,
+    /// A refusal the scenario expects too (a 422 for a failed balance condition): a right
+    /// answer, counted apart from `expect` (as `refused`).
+    pub refusal: Option<StatusCode>,
+    /// A number the scenario attaches and gets back in [`Requests::observe`] (a debit's amount).
+    pub weight: u64,
 }
 
 impl Call {
     pub fn get(path: impl Into<String>) -> Call {
-        Call { method: Method::GET, path: path.into(), body: None, key: None, expect: StatusCode::OK, expect_replayed: false }
+        Call {
+            method: Method::GET,
+            path: path.into(),
+            body: None,
+            key: None,
+            expect: StatusCode::OK,
+            expect_replayed: false,
+            refusal: None,
+            weight: 0,
+        }
     }
 
     pub fn post(path: &str, body: String, key: Option<String>) -> Call {
@@ -106,6 +120,8 @@ impl Call {
             key,
             expect: StatusCode::CREATED,
             expect_replayed: false,
+            refusal: None,
+            weight: 0,
         }
     }
 
@@ -114,7 +130,17 @@ impl Call {
         self
     }
 
+    /// The same call, with `status` an expected refusal and `weight` attached.
+    pub fn or_refused(mut self, status: StatusCode, weight: u64) -> Call {
+        self.refusal = Some(status);
+        self.weight = weight;
+        self
+    }
+
     pub fn check(&self, reply: &Reply) -> Outcome {
+        if Some(reply.status) == self.refusal {
+            return Outcome::Refused;
+        }
         if reply.status != self.expect {
             let snippet: String = String::from_utf8_lossy(&reply.body).chars().take(160).collect();
             return Outcome::Unexpected(format!("{} {}: status {} ({snippet})", self.method, self.path, reply.status.as_u16()));
@@ -152,6 +178,10 @@ pub async fn send(sender: &mut Sender, target: &Target, call: &Call) -> BoxResul
 /// A scenario's request stream: the request of one connection's next call.
 pub trait Requests: Sync + 'static {
     fn call(&self, fixture: &Fixture, req: &mut Req<'_>) -> Call;
+
+    /// Sees every reply, warm-up included (a scenario that must account for what the server
+    /// accepted keeps its tally in the fixture).
+    fn observe(&self, _fixture: &Fixture, _call: &Call, _reply: &Reply) {}
 }
 
 /// Where a call stands in its run: its connection, its number on that connection, and the
@@ -230,7 +260,10 @@ impl<R: Requests + ?Sized> Session for HttpSession<R> {
         let mut reopened = false;
         loop {
             match send(&mut self.sender, &self.target, &call).await {
-                Ok(reply) => return call.check(&reply),
+                Ok(reply) => {
+                    workload.requests.observe(&workload.fixture, &call, &reply);
+                    return call.check(&reply);
+                }
                 Err(err) if err == CLOSED && !reopened => match connect(&self.target).await {
                     Ok(sender) => {
                         self.sender = sender;

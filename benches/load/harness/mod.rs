@@ -12,7 +12,7 @@ pub mod server;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-pub use http::{Call, Req, Requests, Target, call_json, connect, id_of, measure_http};
+pub use http::{Call, Reply, Req, Requests, Target, call_json, connect, id_of, measure_http};
 pub use results::{Results, RunResult, r1, r3, ratio};
 pub use server::{ServerProcess, Store, create_key, server_bin};
 

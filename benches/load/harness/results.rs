@@ -12,7 +12,9 @@ use super::{ERROR_SAMPLES_MAX, LATENCY_MAX_US};
 pub struct RunResult {
     pub scenario: &'static str,
     pub connections: usize,
+    /// Right answers: the expected status, or the expected refusal (counted in `refused` too).
     pub ok: u64,
+    pub refused: u64,
     pub errors: u64,
     /// Keep-alive connections the server had closed, reopened before the next request (whose
     /// latency includes the new handshake).
@@ -41,6 +43,7 @@ impl RunResult {
             scenario,
             connections,
             ok: 0,
+            refused: 0,
             errors: 0,
             reconnects: 0,
             elapsed_s: 0.0,
@@ -86,6 +89,7 @@ impl RunResult {
             (a, b) => a.or(b),
         };
         self.ok += round.ok;
+        self.refused += round.refused;
         self.errors += round.errors;
         self.reconnects += round.reconnects;
         self.elapsed_s += round.elapsed_s;
@@ -118,6 +122,9 @@ impl RunResult {
             "reconnects": self.reconnects,
             "rss_mb": self.rss_mb.map(r1),
         });
+        if self.refused > 0 {
+            v["refused"] = json!(self.refused);
+        }
         if let Some(cores) = self.server_cpu_cores {
             v["server_cpu_cores"] = json!(r3(cores));
             v["server_cpu_us_per_req"] = json!(r1(cores * 1e6 / self.rps().max(1.0)));

@@ -42,6 +42,10 @@ registry! {
     list,
     mix,
     replay_scale,
+    ledger_spread,
+    ledger_hot,
+    ledger_hot_guarded,
+    ledger_balance_reads,
 }
 
 /// A registered scenario: what `--scenarios` names, and how it runs.
@@ -105,6 +109,11 @@ pub trait OwnServers: Sync + 'static {
     /// creates `<base>_<suffix>` before anything runs and drops them at the end.
     fn databases(&self) -> &'static [&'static str] {
         &[]
+    }
+
+    /// The run one of its runs (by name) is compared with in the table, at the same concurrency.
+    fn baseline_of(&self, _run: &str) -> Option<&'static str> {
+        None
     }
 
     /// Runs it: its runs, and its keys for the JSON line.
@@ -182,11 +191,13 @@ pub fn own_databases(plan: &Plan) -> Vec<&'static str> {
     own_servers(plan).flat_map(|s| s.databases().iter().copied()).collect()
 }
 
-/// The run an [`OnShared`] scenario of this name is compared with in the table.
+/// The run a run of this name is compared with in the table: an [`OnShared`] scenario's
+/// baseline, or what an [`OwnServers`] scenario says of one of its runs.
 pub fn baseline_of(name: &str) -> Option<&'static str> {
     ALL.iter().find_map(|s| match s {
         Scenario::Shared(s) if s.name() == name => s.baseline(),
-        _ => None,
+        Scenario::Shared(_) => None,
+        Scenario::Own(s) => s.baseline_of(name),
     })
 }
 
