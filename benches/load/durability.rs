@@ -74,7 +74,7 @@ pub struct Durability {
     pub checks: Value,
 }
 
-pub async fn durability(store: &Store, main: &SharedRun) -> Durability {
+pub async fn durability(store: &Store, main: &SharedRun, quick: bool) -> Durability {
     let (source_ok, problems) = source_durability(store);
     let mut checks = json!({"source_sets_durable_sync": source_ok, "source_problems": problems});
     let mut durable = source_ok;
@@ -98,7 +98,10 @@ pub async fn durability(store: &Store, main: &SharedRun) -> Durability {
         },
     }
     // At one connection nothing can share a commit: each create waits for its own sync, so it
-    // cannot run much faster than the single-row commit ceiling unless syncs were skipped.
+    // cannot run much faster than the single-row commit ceiling unless syncs were skipped. A
+    // quick run's two seconds are too short for this heuristic on a shared machine (a lone
+    // thread flushing can be woken a tick late, making the ceiling look slow: BENCHMARKS.md,
+    // seventh round), so there it is reported, not judged; the settings checks above still are.
     let r = &main.results;
     let ceiling_c1 = r.rps("commit_ceiling", 1);
     if let (Some(create), Some(ceiling)) = (r.rps("create_counterparty", 1), ceiling_c1) {
@@ -106,7 +109,7 @@ pub async fn durability(store: &Store, main: &SharedRun) -> Durability {
         checks["create_c1_vs_commit_ceiling"] = json!(r3(ratio));
         if ratio > 2.0 {
             checks["suspicious"] = json!("create at 1 connection beat the single-commit ceiling by more than 2x: are commits synced?");
-            durable = false;
+            durable &= quick;
         }
     }
     Durability { durable, checks }

@@ -121,7 +121,7 @@ async fn run_stores(plan: &Plan, root: &Path, stores: &Stores, machine: Value, s
     eprintln!("bench: server {} on {}, data in {}", server_bin().display(), store.name(), root.display());
     let shared = scenarios::run_shared(plan, root, store).await?;
     let own = scenarios::run_own(plan, root, &shared.fixture, &stores.own).await?;
-    let durability = durability(store, &shared).await;
+    let durability = durability(store, &shared, plan.opts.quick).await;
     let run = report::Run { plan, store, shared: &shared, own: &own, durability, machine, started };
     report::print_table(&run.all());
     Ok(run.json_line())
