@@ -99,7 +99,7 @@ impl OwnServers for LedgerBalanceReads {
             "bench: seeded {large_entries} entries on one account through the API in {took:.1} s ({:.0} entries/s)",
             large_entries as f64 / took
         );
-        let vacuumed = ls.settle_statistics("VACUUM (ANALYZE) ledger_postings; ANALYZE").await?;
+        let vacuumed = ls.settle_statistics(&["VACUUM (ANALYZE) ledger_postings", "ANALYZE"]).await?;
         check_sums(&ls, &fx.small, SMALL_ENTRIES).await?;
         check_sums(&ls, &fx.large, large_entries).await?;
         let (probe_small, probe_large) = (probe(&ls, &fx.small).await?, probe(&ls, &fx.large).await?);
