@@ -21,7 +21,14 @@ fn source_durability(store: &Store) -> (bool, Vec<String>) {
         let text = std::fs::read_to_string(&file).unwrap_or_default();
         for (n, line) in text.lines().enumerate() {
             let code = line.trim().to_ascii_lowercase();
-            if code.starts_with("//") || code.starts_with("--") || !code.contains("synchronous") {
+            // Only lines that set a level (`PRAGMA synchronous`, `pragma_update(.., "synchronous",
+            // ..)`, `synchronous = ...`, `synchronous_commit`); a line that merely mentions
+            // synchronous replication (a log line about a standby) sets nothing.
+            let sets_level = code.contains("synchronous_commit")
+                || code.contains("pragma synchronous")
+                || code.contains("\"synchronous\"")
+                || code.replace([' ', '\'', '"'], "").contains("synchronous=");
+            if code.starts_with("//") || code.starts_with("--") || !sets_level {
                 continue;
             }
             let pg_on = code.replace([' ', '\''], "").contains("synchronous_commit=on");
