@@ -8,7 +8,7 @@ use super::super::common::new_id;
 use super::super::enums::{self, Direction};
 use super::super::listing::{self, ListedPage, PageSpec};
 use super::super::time::Timestamp;
-use super::super::validate::{self, Metadata, MetadataPatch, TEXT_LEN_MAX};
+use super::super::validate::{self, Metadata, TEXT_LEN_MAX};
 use super::super::{Commit, Ctx, event, require, retry_on_conflict};
 use super::categories::NewAccount;
 use super::{BalanceQuery, LedgerCurrency, WindowedBalancesDoc, balances, external_id_key};
@@ -76,15 +76,8 @@ pub struct AccountInput {
     pub external_id: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct AccountPatch {
-    pub name: Option<String>,
-    #[serde(default, deserialize_with = "super::super::common::nullable")]
-    pub description: Option<Option<String>>,
-    pub metadata: Option<MetadataPatch>,
-    #[serde(default, deserialize_with = "super::super::common::nullable")]
-    pub external_id: Option<Option<String>>,
-}
+/// A PATCH of a ledger account (the fields it shares with its kin).
+pub type AccountPatch = super::NamedPatch;
 
 impl AccountRecord {
     pub fn credit_normal(&self) -> bool {
@@ -188,21 +181,11 @@ impl AccountInput {
     }
 }
 
-fn take_external_id(batch: &mut WriteBatch, account: &AccountRecord) {
-    if let Some(external_id) = &account.external_id {
-        batch.push(Write::Unique {
-            key: external_id_key(KIND, &account.ledger_id, external_id),
-            parameter: "external_id".into(),
-            message: "external_id is already taken by another ledger account of this ledger".into(),
-        });
-    }
-}
-
 pub async fn create(ctx: &Ctx<'_>, commit: &dyn Commit, input: &AccountInput) -> Result<String> {
     let account = input.build(ctx)?;
     let mut batch = WriteBatch::new();
     require(ctx, &mut batch, super::super::kinds::LEDGER, &account.ledger_id, "ledger_id").await?;
-    take_external_id(&mut batch, &account);
+    super::take_external_id(&mut batch, KIND, &account.ledger_id, account.external_id.as_deref(), "ledger account");
     let new_account = NewAccount { id: &account.id, ledger_id: &account.ledger_id, currency: account.currency() };
     super::categories::stage_memberships(ctx, &mut batch, &new_account, &input.ledger_account_category_ids).await?;
     let json = account.served(&Totals::default(), 0, &BalanceQuery::default())?;
@@ -295,27 +278,16 @@ pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &Accoun
     retry_on_conflict(|| async {
         let stored = ctx.store.get(KIND, ctx.scope, id).await?.ok_or_else(|| Error::not_found("ledger account"))?;
         let mut account = parse(&stored)?;
-        let before = account.clone();
-        if let Some(name) = &patch.name {
-            account.name = validate::text("name", name, TEXT_LEN_MAX)?;
-        }
-        if let Some(description) = &patch.description {
-            account.description = validate::opt_text("description", description.as_deref(), TEXT_LEN_MAX)?;
-        }
-        if let Some(metadata) = &patch.metadata {
-            account.metadata = validate::merge_metadata("metadata", &account.metadata, metadata)?;
-        }
-        if let Some(external_id) = &patch.external_id {
-            account.external_id = validate::opt_text("external_id", external_id.as_deref(), TEXT_LEN_MAX)?;
-        }
-        account.updated_at = ctx.now;
         let mut batch = WriteBatch::new();
-        if account.external_id != before.external_id {
-            if let Some(old) = &before.external_id {
-                batch.push(Write::ReleaseUnique { key: external_id_key(KIND, &before.ledger_id, old) });
-            }
-            take_external_id(&mut batch, &account);
-        }
+        let ledger_id = account.ledger_id.clone();
+        let named = super::Named {
+            name: &mut account.name,
+            description: &mut account.description,
+            metadata: &mut account.metadata,
+            external_id: &mut account.external_id,
+        };
+        named.apply(patch, &mut batch, KIND, &ledger_id, "ledger account")?;
+        account.updated_at = ctx.now;
         let json = render_one(ctx, &account).await?;
         batch.push(Write::Replace { record: account.record(ctx.scope)?, expected_version: stored.version });
         batch.push(Write::Insert(event::record(ctx.scope, KIND, "updated", id, &json, ctx.now)?));

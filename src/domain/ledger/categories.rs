@@ -26,7 +26,7 @@ use super::super::common::new_id;
 use super::super::enums::Direction;
 use super::super::listing::{self, ListedPage, PageSpec};
 use super::super::time::Timestamp;
-use super::super::validate::{self, Metadata, MetadataPatch, TEXT_LEN_MAX};
+use super::super::validate::{self, Metadata, TEXT_LEN_MAX};
 use super::super::{Commit, Ctx, event, require, retry_on_conflict};
 use super::{BalanceQuery, BalancesDoc, LedgerCurrency, balances, external_id_key, retry_if_vanished};
 use crate::base::ledger::Totals;
@@ -97,15 +97,8 @@ pub struct CategoryInput {
     pub external_id: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
-pub struct CategoryPatch {
-    pub name: Option<String>,
-    #[serde(default, deserialize_with = "super::super::common::nullable")]
-    pub description: Option<Option<String>>,
-    pub metadata: Option<MetadataPatch>,
-    #[serde(default, deserialize_with = "super::super::common::nullable")]
-    pub external_id: Option<Option<String>>,
-}
+/// A PATCH of a ledger account category (the fields it shares with its kin).
+pub type CategoryPatch = super::NamedPatch;
 
 /// The fields of a ledger account's document that decide whether a category may hold it (read
 /// here as a view, since the accounts module imports this one).
@@ -254,16 +247,6 @@ impl CategoryInput {
             external_id: validate::opt_text("external_id", self.external_id.as_deref(), TEXT_LEN_MAX)?,
             metadata: validate::metadata("metadata", self.metadata.as_ref())?,
         })
-    }
-}
-
-fn take_external_id(batch: &mut WriteBatch, category: &CategoryRecord) {
-    if let Some(external_id) = &category.external_id {
-        batch.push(Write::Unique {
-            key: external_id_key(KIND, &category.ledger_id, external_id),
-            parameter: "external_id".into(),
-            message: "external_id is already taken by another ledger account category of this ledger".into(),
-        });
     }
 }
 
@@ -459,7 +442,7 @@ pub async fn create(ctx: &Ctx<'_>, commit: &dyn Commit, input: &CategoryInput) -
     let category = input.build(ctx)?;
     let mut batch = WriteBatch::new();
     require(ctx, &mut batch, super::ledgers::KIND, &category.ledger_id, "ledger_id").await?;
-    take_external_id(&mut batch, &category);
+    super::take_external_id(&mut batch, KIND, &category.ledger_id, category.external_id.as_deref(), "ledger account category");
     // Nesting a new category cannot close a cycle (nothing is nested in it yet), and each
     // nesting's parent holds it as a child document, deleted with the parent: no guard needed.
     for (at, parent_id) in distinct(&input.ledger_account_category_ids) {
@@ -573,27 +556,16 @@ pub async fn accounts_filter(ctx: &Ctx<'_>, category_id: &str, param: &str, term
 pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &CategoryPatch) -> Result<String> {
     retry_on_conflict(|| async {
         let (mut category, version) = load(ctx, id).await?;
-        let before = category.clone();
-        if let Some(name) = &patch.name {
-            category.name = validate::text("name", name, TEXT_LEN_MAX)?;
-        }
-        if let Some(description) = &patch.description {
-            category.description = validate::opt_text("description", description.as_deref(), TEXT_LEN_MAX)?;
-        }
-        if let Some(metadata) = &patch.metadata {
-            category.metadata = validate::merge_metadata("metadata", &category.metadata, metadata)?;
-        }
-        if let Some(external_id) = &patch.external_id {
-            category.external_id = validate::opt_text("external_id", external_id.as_deref(), TEXT_LEN_MAX)?;
-        }
-        category.updated_at = ctx.now;
         let mut batch = WriteBatch::new();
-        if category.external_id != before.external_id {
-            if let Some(old) = &before.external_id {
-                batch.push(Write::ReleaseUnique { key: external_id_key(KIND, &before.ledger_id, old) });
-            }
-            take_external_id(&mut batch, &category);
-        }
+        let ledger_id = category.ledger_id.clone();
+        let named = super::Named {
+            name: &mut category.name,
+            description: &mut category.description,
+            metadata: &mut category.metadata,
+            external_id: &mut category.external_id,
+        };
+        named.apply(patch, &mut batch, KIND, &ledger_id, "ledger account category")?;
+        category.updated_at = ctx.now;
         let json = render_one(ctx, &category, &BalanceQuery::default(), Change::None).await?;
         batch.push(Write::Replace { record: category.record(ctx.scope)?, expected_version: version });
         batch.push(Write::Insert(event::record(ctx.scope, KIND, "updated", id, &json, ctx.now)?));

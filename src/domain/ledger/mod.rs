@@ -24,8 +24,10 @@ use serde::{Deserialize, Serialize};
 use super::listing::time_bound;
 use super::money::Currency;
 use super::time::Timestamp;
+use super::validate::{self, Metadata, MetadataPatch, TEXT_LEN_MAX};
 use crate::base::ledger::{BalanceKind, Totals, Window};
 use crate::error::{Error, Result};
+use crate::store::{Write, WriteBatch};
 
 /// Digits after the decimal point a ledger currency may have at most.
 pub const CURRENCY_EXPONENT_MAX: u8 = 18;
@@ -242,6 +244,63 @@ where
             Err(Error::NotFound { .. }) if tries < VANISHED_ATTEMPTS_MAX => continue,
             other => return other,
         }
+    }
+}
+
+/// A PATCH of the fields ledger accounts and ledger account categories share.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct NamedPatch {
+    pub name: Option<String>,
+    #[serde(default, deserialize_with = "super::common::nullable")]
+    pub description: Option<Option<String>>,
+    pub metadata: Option<MetadataPatch>,
+    #[serde(default, deserialize_with = "super::common::nullable")]
+    pub external_id: Option<Option<String>>,
+}
+
+/// Those fields of one account or category, as a PATCH changes them.
+pub struct Named<'a> {
+    pub name: &'a mut String,
+    pub description: &'a mut Option<String>,
+    pub metadata: &'a mut Metadata,
+    pub external_id: &'a mut Option<String>,
+}
+
+impl Named<'_> {
+    /// Applies `patch`; if the `external_id` changed, stages the move of its unique key among
+    /// the ledger's `kind`s (`noun` names them in the refusal).
+    pub fn apply(self, patch: &NamedPatch, batch: &mut WriteBatch, kind: &str, ledger_id: &str, noun: &str) -> Result<()> {
+        if let Some(name) = &patch.name {
+            *self.name = validate::text("name", name, TEXT_LEN_MAX)?;
+        }
+        if let Some(description) = &patch.description {
+            *self.description = validate::opt_text("description", description.as_deref(), TEXT_LEN_MAX)?;
+        }
+        if let Some(metadata) = &patch.metadata {
+            *self.metadata = validate::merge_metadata("metadata", self.metadata, metadata)?;
+        }
+        if let Some(external_id) = &patch.external_id {
+            let new = validate::opt_text("external_id", external_id.as_deref(), TEXT_LEN_MAX)?;
+            if new != *self.external_id {
+                if let Some(old) = self.external_id.as_deref() {
+                    batch.push(Write::ReleaseUnique { key: external_id_key(kind, ledger_id, old) });
+                }
+                take_external_id(batch, kind, ledger_id, new.as_deref(), noun);
+                *self.external_id = new;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Stages the taking of `external_id`'s unique key among the ledger's `kind`s, if there is one.
+pub fn take_external_id(batch: &mut WriteBatch, kind: &str, ledger_id: &str, external_id: Option<&str>, noun: &str) {
+    if let Some(external_id) = external_id {
+        batch.push(Write::Unique {
+            key: external_id_key(kind, ledger_id, external_id),
+            parameter: "external_id".into(),
+            message: format!("external_id is already taken by another {noun} of this ledger"),
+        });
     }
 }
 
