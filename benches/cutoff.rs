@@ -71,6 +71,14 @@ async fn drop_database(url: &str, name: &str) {
     let _ = driver.await;
 }
 
+async fn analyze(url: &str) {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.expect("reach PostgreSQL");
+    let driver = tokio::spawn(connection);
+    client.batch_execute("ANALYZE").await.expect("analyze");
+    drop(client);
+    let _ = driver.await;
+}
+
 /// Registers the connection, an account on it and `n` approved ACH orders; the connection's id.
 async fn seed(config: &Config, dir: &Path, n: usize) -> String {
     let (store, secrets) = payrail::connect(config).await.expect("open the store");
@@ -184,6 +192,11 @@ fn main() {
     };
     let config = Config { data_dir: dir.path().to_owned(), database_url: database_url.clone(), ..Config::default() };
     let connection = runtime.block_on(seed(&config, dir.path(), args.orders));
+    if let Some(url) = &database_url {
+        // A live database has statistics; a fresh one filled in seconds has none until
+        // autovacuum's next round, and plans its term lookups blind meanwhile.
+        runtime.block_on(analyze(url));
+    }
     let store_name = if database_url.is_some() { "postgres" } else { "sqlite" };
 
     let idle = payrail(dir.path(), database_url.as_deref(), &["bank", "files", "--connection", &connection]).output().unwrap();
