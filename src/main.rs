@@ -613,7 +613,7 @@ async fn run_bank(
         BankCommand::Files(BankFilesArgs { command: None, connection, json }) => {
             let files = cutoff::list_files(store.as_ref(), connection.as_deref()).await?;
             if json {
-                println!("{}", serde_json::Value::Array(files.iter().map(cutoff::file_json).collect()));
+                println!("{}", serde_json::Value::Array(files.iter().map(|f| cutoff::file_json(&f.scope, &f.file)).collect()));
             } else {
                 println!(
                     "{:<36}  {:<40}  {:<4}  {:<8}  {:<8}  {:>7}  {:>14}  {:>14}  {:<27}  SHA256",

@@ -334,6 +334,7 @@ on_both_stores! {
         let ach_debit = order(&server, &live, json!({"type": "ach", "amount": 2_000, "direction": "debit", "receiving_account": ach_receiving("Sam Smith")})).await;
         let ach_high = order(&server, &live, json!({"type": "ach", "amount": 750, "direction": "credit", "priority": "high", "receiving_account": ach_receiving("Pat Jones")})).await;
         let wire = order(&server, &live, json!({"type": "wire", "amount": 1_000_000, "direction": "credit", "receiving_account": wire_receiving("Widgets Inc"), "remittance_information": "PO 7"})).await;
+        let rtp = order(&server, &live, json!({"type": "rtp", "amount": 2_500, "direction": "credit", "receiving_account": wire_receiving("Gadgets LLC")})).await;
         let later = order(&server, &live, json!({"type": "ach", "amount": 300, "direction": "credit", "receiving_account": ach_receiving("Later Co"), "process_after": "2099-01-01T00:00:00Z"})).await;
         let cancelled = order(&server, &live, json!({"type": "ach", "amount": 400, "direction": "credit", "receiving_account": ach_receiving("Gone Co")})).await;
         let (status, _) = json(server.patch(&format!("/api/payment_orders/{}", cancelled["id"].as_str().unwrap()), &live.key, &json!({"status": "cancelled"})).send().await.unwrap()).await;
@@ -343,25 +344,26 @@ on_both_stores! {
         assert!(run.status.success(), "bank cutoff: {}\n{}", text(&run.stdout), text(&run.stderr));
         let printed = text(&run.stdout);
         let lines: Vec<&str> = printed.lines().collect();
-        assert_eq!(lines.len(), 2, "a line per file, one file per rail: {printed}");
+        assert_eq!(lines.len(), 3, "a line per file, one file per rail: {printed}");
         assert!(lines[0].contains("  ach  orders=3  credit_total=13250  debit_total=2000  uploaded"), "{printed}");
         assert!(lines[1].contains("  wire  orders=1  credit_total=1000000  debit_total=0  uploaded"), "{printed}");
+        assert!(lines[2].contains("  rtp  orders=1  credit_total=2500  debit_total=0  uploaded"), "{printed}");
 
         let files = bank_files(&server, &live.connection).await;
-        assert_eq!(files.len(), 2);
+        assert_eq!(files.len(), 3);
         let by_rail: BTreeMap<String, Value> = files.iter().map(|f| (f["rail"].as_str().unwrap().to_owned(), f.clone())).collect();
         let outbound = folder(&live.outbound);
-        assert_eq!(outbound.len(), 2, "{:?}", outbound.keys());
+        assert_eq!(outbound.len(), 3, "{:?}", outbound.keys());
         for file in &files {
             let name = file["name"].as_str().unwrap();
-            assert!(name.starts_with("payrail-") && (name.ends_with("-A-ach.ach") || name.ends_with("-A-wire.xml")), "{name}");
+            assert!(name.starts_with("payrail-") && (name.ends_with("-A-ach.ach") || name.ends_with("-A-wire.xml") || name.ends_with("-A-rtp.xml")), "{name}");
             assert_eq!((file["direction"].as_str(), file["status"].as_str()), (Some("outbound"), Some("uploaded")));
             assert_eq!(file["sha256"].as_str().unwrap(), sha256_hex(&outbound[name]));
             assert!(file["uploaded_at"].is_string());
         }
 
         // Orders: sent, naming their file, ACH ones with their trace number; events in order.
-        for (created, rail) in [(&ach_credit, "ach"), (&ach_debit, "ach"), (&ach_high, "ach"), (&wire, "wire")] {
+        for (created, rail) in [(&ach_credit, "ach"), (&ach_debit, "ach"), (&ach_high, "ach"), (&wire, "wire"), (&rtp, "rtp")] {
             let id = created["id"].as_str().unwrap();
             let now = get_order(&server, &live, id).await;
             assert_eq!(now["status"], "sent", "{now}");
@@ -405,9 +407,10 @@ on_both_stores! {
         let descriptions: BTreeSet<&str> = batches.iter().map(|b| b["entry_description"].as_str().unwrap()).collect();
         assert!(descriptions.contains("PAYROLL"), "the statement descriptor is the company entry description: {descriptions:?}");
         assert!(batches.iter().all(|b| b["company_name"] == "ACME CORP" && b["odfi"] == "02100002"));
-        // The wire file: valid against the official XSD.
-        let wire_path = live.outbound.join(by_rail["wire"]["name"].as_str().unwrap());
-        assert_xsd_valid(&wire_path);
+        // The wire and RTP files: valid against the official XSD.
+        for rail in ["wire", "rtp"] {
+            assert_xsd_valid(&live.outbound.join(by_rail[rail]["name"].as_str().unwrap()));
+        }
         let xml = text(&outbound[by_rail["wire"]["name"].as_str().unwrap()]);
         assert!(xml.contains("<NbOfTxs>1</NbOfTxs>") && xml.contains("<CtrlSum>10000.00</CtrlSum>"), "{xml}");
         assert!(xml.contains(&wire["id"].as_str().unwrap().replace('-', "")), "the end-to-end id is the order's");
@@ -428,7 +431,7 @@ on_both_stores! {
         // A second cut-off finds nothing due and makes no file.
         let again = cutoff(&server, &live.connection).await;
         assert!(again.status.success() && text(&again.stdout).contains("was due"), "{}", text(&again.stdout));
-        assert_eq!(folder(&live.outbound).len(), 2);
+        assert_eq!(folder(&live.outbound).len(), 3);
     }
 
     /// B2: an upload that fails (the bank's folder is gone) leaves the orders processing and the

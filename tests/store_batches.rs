@@ -234,4 +234,45 @@ async fn g6_grouped_postings_are_checked_one_by_one() {
     seen.sort();
     assert_eq!(seen, (2..=21).collect::<Vec<_>>(), "the landed entries hold the versions 2 to 21, once each");
 }
+
+/// `Write::Lease` (the bank cut-off's one-runner-at-a-time): one holder at a time among racing
+/// batches, renewed by its holder, taken over once it ran out, given back by `Unlease`; a batch
+/// fenced by a lease another holds fails whole.
+#[tokio::test]
+async fn s3_a_lease_has_one_holder_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path()).await;
+    let lease = |holder: &str, now: i64| Write::Lease { name: "job".into(), holder: holder.into(), now: Timestamp::from_micros(now), until: Timestamp::from_micros(now + 100) };
+    let commit = |writes: Vec<Write>| {
+        let store = store.clone();
+        async move { store.commit(WriteBatch { writes, ..WriteBatch::default() }).await }
+    };
+    let mut racing = Vec::new();
+    for i in 0..8 {
+        racing.push(tokio::spawn(commit(vec![lease(&format!("h{i}"), 1_000)])));
+    }
+    let mut granted = 0;
+    for attempt in racing {
+        match attempt.await.unwrap() {
+            Ok(()) => granted += 1,
+            Err(Error::Conflict { parameter: Some(p), .. }) => assert_eq!(p, "lease"),
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(granted, 1, "one of eight racing holders");
+    // Only the holder renews (to 1_150); a batch fenced by the lease of another fails whole.
+    let mut renewed = 0;
+    for i in 0..8 {
+        renewed += usize::from(commit(vec![lease(&format!("h{i}"), 1_050)]).await.is_ok());
+    }
+    assert_eq!(renewed, 1, "only the holder renews");
+    assert!(commit(vec![lease("intruder", 1_060), insert("cp_fenced")]).await.is_err());
+    let found = store.get("counterparty", &scope(), "cp_fenced").await.unwrap();
+    assert!(found.is_none(), "the fenced batch wrote nothing");
+    // Past `until` (the last renewal ran to 1_150), anyone may take it; then give it back.
+    commit(vec![lease("late", 1_151)]).await.expect("an expired lease is taken over");
+    assert!(commit(vec![lease("other", 1_160)]).await.is_err());
+    commit(vec![Write::Unlease { name: "job".into(), holder: "late".into() }]).await.unwrap();
+    commit(vec![lease("other", 1_161)]).await.expect("a lease given back is free");
+}
 }

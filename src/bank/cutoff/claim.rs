@@ -60,9 +60,11 @@ pub async fn accounts(run: &Run<'_>) -> Result<Vec<InternalAccount>> {
     }
 }
 
-/// An order ready to claim: as read, its frozen item and the group it goes in.
+/// An order ready to claim: as read (and the version it was read at), its frozen item and the
+/// group it goes in.
 struct Placed {
-    stored: StoredObject,
+    order: PaymentOrder,
+    version: i64,
     item: Item,
     key: String,
     debtor_account_id: String,
@@ -76,9 +78,15 @@ pub struct Filled {
 }
 
 /// Claims the due orders of `rail` into a new file; `None` when nothing was claimed.
+///
+/// One chunk's commit is in flight while the next page is read and its claim prepared (reads
+/// and the store's writer run beside this task), so a cut-off costs about the larger of the two
+/// rather than their sum. The next chunk is submitted only once the one in flight is known to
+/// have committed as prepared; otherwise it is prepared again from what did commit.
 pub async fn fill(run: &Run<'_>, rail: Rail, accounts: &[InternalAccount]) -> Result<Option<Filled>> {
     let debtors: HashMap<&str, &InternalAccount> = accounts.iter().map(|a| (a.id.as_str(), a)).collect();
     let mut file: Option<files::Stored> = None;
+    let mut in_flight: Option<InFlight> = None;
     for chunk in accounts.chunks(ACCOUNTS_PER_QUERY) {
         let ids: Vec<String> = chunk.iter().map(|a| a.id.clone()).collect();
         let mut after_seq = None;
@@ -92,8 +100,24 @@ pub async fn fill(run: &Run<'_>, rail: Rail, accounts: &[InternalAccount]) -> Re
                     file = Some(create_file(run, rail).await?);
                 }
                 let open = file.as_mut().expect("made above");
-                claim_chunk(run, open, placed, &debtors).await?;
-                if open.file.order_count >= FILE_ORDERS_MAX {
+                let base = match &in_flight {
+                    Some(f) => files::Stored { scope: open.scope.clone(), file: f.next.clone(), version: open.version + 1 },
+                    None => open.clone(),
+                };
+                let mut prepared = claim_batch(run, &base, &placed, &debtors)?;
+                if let Some(f) = in_flight.take()
+                    && !land(run, open, f, &debtors).await?
+                {
+                    prepared = claim_batch(run, open, &placed, &debtors)?;
+                }
+                let (next, batch) = prepared;
+                let store = run.store.clone();
+                in_flight = Some(InFlight { next, placed, commit: tokio::spawn(async move { store.commit(batch).await }) });
+                let claimed = in_flight.as_ref().map_or(0, |f| f.next.order_count);
+                if claimed >= FILE_ORDERS_MAX {
+                    if let Some(f) = in_flight.take() {
+                        land(run, open, f, &debtors).await?;
+                    }
                     return Ok(file.map(|file| Filled { file, full: true }));
                 }
             }
@@ -102,7 +126,37 @@ pub async fn fill(run: &Run<'_>, rail: Rail, accounts: &[InternalAccount]) -> Re
             }
         }
     }
+    if let (Some(open), Some(f)) = (file.as_mut(), in_flight.take()) {
+        land(run, open, f, &debtors).await?;
+    }
     Ok(file.map(|file| Filled { file, full: false }))
+}
+
+/// A chunk's claim being committed, and the file record it leads to.
+struct InFlight {
+    next: BankFile,
+    placed: Vec<Placed>,
+    commit: tokio::task::JoinHandle<Result<()>>,
+}
+
+/// Waits for the chunk in flight; true if it committed as prepared. If orders in it changed
+/// meanwhile, the rest of the chunk is claimed again (and false returned).
+async fn land(run: &Run<'_>, open: &mut files::Stored, f: InFlight, debtors: &HashMap<&str, &InternalAccount>) -> Result<bool> {
+    let outcome = f.commit.await.map_err(|e| Error::internal(format!("a claim's commit task failed: {e}")))?;
+    match outcome {
+        Ok(()) => {
+            open.file = f.next;
+            open.version += 1;
+            Ok(true)
+        }
+        Err(Error::Conflict { parameter: None, .. }) => {
+            check_file_unchanged(run, open).await?;
+            let kept = still_unchanged(run, f.placed).await?;
+            claim_chunk(run, open, kept, debtors).await?;
+            Ok(false)
+        }
+        Err(err) => Err(err),
+    }
 }
 
 fn orders_query(run: &Run<'_>, rail: Rail, account_ids: &[String], after_seq: Option<i64>) -> ListQuery {
@@ -142,7 +196,10 @@ async fn place(run: &Run<'_>, rail: Rail, page: Vec<StoredObject>) -> Result<Vec
             Rail::Iso(iso_rail) => iso_transfer(iso_rail, &item).map(|_| order.originating_account_id.to_string()),
         };
         match key {
-            Ok(key) => out.push(Placed { stored, item, key, debtor_account_id: order.originating_account_id.to_string() }),
+            Ok(key) => {
+                let debtor_account_id = order.originating_account_id.to_string();
+                out.push(Placed { order, version: stored.version, item, key, debtor_account_id })
+            }
             Err(err) => tracing::warn!(
                 order = %order.id, rail = rail.as_str(), error = %err,
                 "a due payment order cannot be carried by its rail; it stays approved (it should have been refused at creation)"
@@ -320,7 +377,7 @@ fn claim_batch(
         batch.push(files::part_record(&run.scope, &next, part.group, *n, part)?);
     }
     for p in placed {
-        batch.writes.extend(carry::claim(&run.scope, &p.stored, &next.id, run.now)?);
+        batch.writes.extend(carry::claim(&run.scope, p.order.clone(), p.version, &next.id, run.now)?);
     }
     Ok((next, batch))
 }
@@ -339,13 +396,13 @@ async fn check_file_unchanged(run: &Run<'_>, file: &files::Stored) -> Result<()>
 
 /// The orders of `placed` nobody changed since they were read.
 async fn still_unchanged(run: &Run<'_>, placed: Vec<Placed>) -> Result<Vec<Placed>> {
-    let ids: Vec<String> = placed.iter().map(|p| p.stored.id.clone()).collect();
+    let ids: Vec<String> = placed.iter().map(|p| p.order.id.to_string()).collect();
     let limit = ids.len();
     let query = ListQuery { kind: payment_order::KIND, scope: run.scope.clone(), filters: vec![Filter::IdIn(ids)], after_seq: None, limit };
     let versions: HashMap<String, i64> = run.store.list(&query).await?.items.into_iter().map(|s| (s.id, s.version)).collect();
-    let (kept, lost): (Vec<Placed>, Vec<Placed>) = placed.into_iter().partition(|p| versions.get(&p.stored.id) == Some(&p.stored.version));
+    let (kept, lost): (Vec<Placed>, Vec<Placed>) = placed.into_iter().partition(|p| versions.get(p.order.id.as_str()) == Some(&p.version));
     for p in &lost {
-        tracing::info!(order = %p.stored.id, "a payment order changed while it was being claimed (a cancel won the race?); left as it is");
+        tracing::info!(order = %p.order.id, "a payment order changed while it was being claimed (a cancel won the race?); left as it is");
     }
     Ok(kept)
 }

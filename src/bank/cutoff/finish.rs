@@ -117,43 +117,54 @@ pub async fn spool_of_written(store: &dyn Store, scope: &Scope, data_dir: &Path,
 }
 
 /// Moves the file's orders that are still `processing` in it to `sent`, a part at a time, in
-/// the file's order (which gives each ACH order its trace number).
+/// the file's order (which gives each ACH order its trace number). One part's commit is in
+/// flight while the next is read and prepared.
 async fn mark_sent(run: &Run<'_>, file: &BankFile) -> Result<()> {
     let odfi = match Rail::parse(&file.rail) {
         Some(Rail::Ach) => Some(write::ach_header(file)?.immediate_destination.institution().to_owned()),
         _ => None,
     };
     let mut sequence: u32 = 0;
+    let mut in_flight: Option<tokio::task::JoinHandle<Result<()>>> = None;
     for group in &file.groups {
         for n in 0..group.parts {
             run.lease.check()?;
             let part = files::part(run.store.as_ref(), &run.scope, file, group.index, n).await?;
-            let ids: Vec<String> = part.items.iter().map(|i| i.order_id.clone()).collect();
-            let query = ListQuery {
-                kind: payment_order::KIND,
-                scope: run.scope.clone(),
-                filters: vec![Filter::IdIn(ids.clone())],
-                after_seq: None,
-                limit: ids.len(),
-            };
-            let mut stored: HashMap<String, _> = run.store.list(&query).await?.items.into_iter().map(|s| (s.id.clone(), s)).collect();
-            let mut batch = WriteBatch::new();
-            batch.push(run.lease.fence());
-            for id in &ids {
-                sequence += 1;
-                let trace = odfi.as_deref().and_then(|odfi| TraceNumber::new(odfi, sequence)).map(|t| t.to_string());
-                let reference = trace.as_deref().map(|number| carry::Reference { number, kind: carry::ACH_TRACE_NUMBER });
-                let Some(order) = stored.remove(id) else { continue };
-                if let Some(writes) = carry::sent(&run.scope, &order, &file.id, reference, run.now)? {
-                    batch.writes.extend(writes);
-                }
+            let batch = sent_batch(run, file, &part, odfi.as_deref(), &mut sequence).await?;
+            if let Some(commit) = in_flight.take() {
+                commit.await.map_err(|e| Error::internal(format!("a commit task failed: {e}")))??;
             }
             if batch.writes.len() > 1 {
-                run.store.commit(batch).await?;
+                let store = run.store.clone();
+                in_flight = Some(tokio::spawn(async move { store.commit(batch).await }));
             }
         }
     }
+    if let Some(commit) = in_flight.take() {
+        commit.await.map_err(|e| Error::internal(format!("a commit task failed: {e}")))??;
+    }
     Ok(())
+}
+
+/// The batch moving a part's orders to `sent`; `sequence` counts the file's entries so far.
+async fn sent_batch(run: &Run<'_>, file: &BankFile, part: &files::Part, odfi: Option<&str>, sequence: &mut u32) -> Result<WriteBatch> {
+    let ids: Vec<String> = part.items.iter().map(|i| i.order_id.clone()).collect();
+    let limit = ids.len();
+    let query =
+        ListQuery { kind: payment_order::KIND, scope: run.scope.clone(), filters: vec![Filter::IdIn(ids.clone())], after_seq: None, limit };
+    let mut stored: HashMap<String, _> = run.store.list(&query).await?.items.into_iter().map(|s| (s.id.clone(), s)).collect();
+    let mut batch = WriteBatch::new();
+    batch.push(run.lease.fence());
+    for id in &ids {
+        *sequence += 1;
+        let trace = odfi.and_then(|odfi| TraceNumber::new(odfi, *sequence)).map(|t| t.to_string());
+        let reference = trace.as_deref().map(|number| carry::Reference { number, kind: carry::ACH_TRACE_NUMBER });
+        let Some(order) = stored.remove(id) else { continue };
+        if let Some(writes) = carry::sent(&run.scope, &order, &file.id, reference, run.now)? {
+            batch.writes.extend(writes);
+        }
+    }
+    Ok(batch)
 }
 
 async fn record_uploaded(run: &Run<'_>, file: &mut files::Stored) -> Result<()> {
@@ -196,7 +207,8 @@ async fn save(run: &Run<'_>, file: &mut files::Stored, next: BankFile, event_nam
     batch.push(run.lease.fence());
     batch.push(file.replace(&next)?);
     if let Some(name) = event_name {
-        batch.push(crate::store::Write::Insert(event::record(&run.scope, files::KIND, name, &next.id, &next.to_json()?, run.now)?));
+        let data = super::file_json(&run.scope, &next).to_string();
+        batch.push(crate::store::Write::Insert(event::record(&run.scope, files::KIND, name, &next.id, &data, run.now)?));
     }
     run.store.commit(batch).await?;
     file.file = next;

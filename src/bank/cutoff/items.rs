@@ -333,3 +333,84 @@ pub fn iso_debtor(rail: iso::Rail, debtor: &AccountSnap, connection_bic: Option<
     let bic = connection_bic.map(|b| Bic::parse("debtor_agent_bic", b)).transpose()?;
     rules::check_originating(rail, &debtor.view(), bic.as_ref())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(priority: &str, descriptor: Option<&str>) -> Item {
+        Item {
+            order_id: "01920dfa-7854-7011-a1ff-441cc96a09e9".into(),
+            amount: 12_500,
+            currency: "USD".into(),
+            direction: "credit".into(),
+            priority: priority.into(),
+            subtype: None,
+            statement_descriptor: descriptor.map(str::to_owned),
+            remittance_information: Some("Invoice 42".into()),
+            charge_bearer: None,
+            receiving: AccountSnap {
+                party_name: Some("Jane Doe".into()),
+                account_type: Some("other".into()),
+                account_details: vec![("other".into(), "123456789".into())],
+                routing_details: vec![("aba".into(), "121141822".into())],
+                ..AccountSnap::default()
+            },
+        }
+    }
+
+    fn at(text: &str) -> Timestamp {
+        Timestamp::parse_rfc3339(text).unwrap()
+    }
+
+    #[test]
+    fn b3_high_priority_goes_same_day_only_before_14_eastern() {
+        // 13:59 EDT on a banking day (Thursday July 2nd 2026).
+        let (key, entry) = ach_entry(&item("high", None), at("2026-07-02T17:59:00Z")).unwrap();
+        assert_eq!((key.to_key().as_str(), entry.amount_cents), ("PPD/1/PAYMENT", 12_500));
+        let (late, _) = ach_entry(&item("high", None), at("2026-07-02T18:00:00Z")).unwrap();
+        assert!(!late.same_day, "14:00 Eastern is too late for same-day");
+        let (normal, _) = ach_entry(&item("normal", None), at("2026-07-02T13:00:00Z")).unwrap();
+        assert!(!normal.same_day);
+        let ach = crate::bank::connection::AchSettings {
+            immediate_destination: "021000021".into(),
+            immediate_destination_name: "ACME BANK".into(),
+            immediate_origin: "1234567890".into(),
+            immediate_origin_name: "ACME CORP".into(),
+            company_id: "1234567890".into(),
+            company_name: "ACME CORP".into(),
+        };
+        let created = at("2026-07-02T17:59:00Z");
+        assert_eq!(key.spec(&ach, created, true, false).effective_entry_date, time::macros::date!(2026 - 07 - 02));
+        let spec = normal.spec(&ach, created, true, true);
+        assert_eq!((spec.effective_entry_date, spec.service_class), (time::macros::date!(2026 - 07 - 03), ServiceClass::Mixed));
+        assert_eq!(AchKey::parse(&key.to_key()).unwrap(), key);
+    }
+
+    #[test]
+    fn b3_the_statement_descriptor_is_the_entry_description_when_nacha_can_carry_it() {
+        let key = |d| ach_entry(&item("normal", d), at("2026-07-02T13:00:00Z")).unwrap().0.description;
+        assert_eq!(key(Some("Payroll")), "PAYROLL");
+        assert_eq!(key(Some("Zoë")), "PAYMENT", "not printable ASCII");
+        assert_eq!(key(Some("   ")), "PAYMENT");
+        assert_eq!(key(None), "PAYMENT");
+        let with_slash = AchKey { sec: SecCode::Ccd, same_day: false, description: "A/B".into() };
+        assert_eq!(AchKey::parse(&with_slash.to_key()).unwrap(), with_slash);
+    }
+
+    #[test]
+    fn b3_iso_rails_carry_credits_only_and_refuse_naming_the_field() {
+        let mut debit = item("normal", None);
+        debit.direction = "debit".into();
+        match iso_transfer(iso::Rail::Wire, &debit).unwrap_err() {
+            Error::Invalid { parameter, .. } => assert_eq!(parameter, "direction"),
+            other => panic!("{other:?}"),
+        }
+        let transfer = iso_transfer(iso::Rail::Wire, &item("normal", None)).unwrap();
+        assert_eq!((transfer.amount.minor_units(), transfer.remittance_information.as_deref()), (12_500, Some("Invoice 42")));
+        match iso_transfer(iso::Rail::Sepa, &item("normal", None)).unwrap_err() {
+            Error::Invalid { parameter, .. } => assert_eq!(parameter, "currency"),
+            other => panic!("{other:?}"),
+        }
+    }
+}

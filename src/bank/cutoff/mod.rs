@@ -209,14 +209,14 @@ pub async fn connection(store: &dyn Store, id: &str) -> anyhow::Result<Registere
     crate::domain::connection::find(store, id).await?.ok_or_else(|| anyhow!("no connection {id} (payrail connections list)"))
 }
 
-/// A file as `payrail bank files --json` shows it (SPEC B6): no header or groups, no secret.
-pub fn file_json(stored: &files::Stored) -> serde_json::Value {
-    let f = &stored.file;
+/// A file as `payrail bank files --json` shows it and its events carry it (SPEC B6): no header
+/// or groups, no secret.
+pub fn file_json(scope: &Scope, f: &BankFile) -> serde_json::Value {
     serde_json::json!({
         "id": f.id,
         "object": f.object,
         "live_mode": f.live_mode,
-        "organization_id": stored.scope.organization_id,
+        "organization_id": scope.organization_id,
         "connection_id": f.connection_id,
         "name": f.name,
         "sha256": f.sha256,

@@ -36,10 +36,9 @@ pub fn read(stored: &StoredObject) -> Result<PaymentOrder> {
     parse(stored)
 }
 
-/// The order's claim into the file `file_id`: its replace (guarded by the version read) and its
-/// `begin_processing` event. Refused unless the order is approved.
-pub fn claim(scope: &Scope, stored: &StoredObject, file_id: &str, now: Timestamp) -> Result<[Write; 2]> {
-    let mut order = parse(stored)?;
+/// The order's claim into the file `file_id`: its replace (guarded by `version`, the version it
+/// was read at) and its `begin_processing` event. Refused unless the order is approved.
+pub fn claim(scope: &Scope, mut order: PaymentOrder, version: i64, file_id: &str, now: Timestamp) -> Result<[Write; 2]> {
     order.status = order.status.transition(Status::Processing, Actor::Bank)?;
     let mut attributes = match order.vendor_attributes.take() {
         Some(Value::Object(map)) => map,
@@ -48,7 +47,7 @@ pub fn claim(scope: &Scope, stored: &StoredObject, file_id: &str, now: Timestamp
     attributes.insert(BANK_FILE_TERM.into(), Value::String(file_id.to_owned()));
     order.vendor_attributes = Some(Value::Object(attributes));
     order.updated_at = now;
-    moved(scope, &order, stored.version, Status::Processing, now)
+    moved(scope, &order, version, Status::Processing, now)
 }
 
 /// A reference number the bank file gave the order (an ACH trace number).

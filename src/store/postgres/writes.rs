@@ -86,6 +86,23 @@ const SAVE_REPLY: &str =
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
      ON CONFLICT (api_key_id, key) DO UPDATE SET status = EXCLUDED.status, content_type = EXCLUDED.content_type,
        body = EXCLUDED.body, fingerprint = EXCLUDED.fingerprint, created_at = EXCLUDED.created_at, expires_at = EXCLUDED.expires_at";
+// One statement, so that batches of replaces are pipelined like inserts. Only the terms that
+// changed are touched: the delete removes the old ones not in the new set and the insert adds
+// the new ones not already there, two disjoint sets, so the order in which PostgreSQL runs the
+// two (it does not say) cannot matter. No row means the version moved on or the object is gone.
+const REPLACE_OBJECT: &str = "WITH o AS (
+       UPDATE objects SET doc = $1, parent_id = $2, version = version + 1
+       WHERE id = $3 AND kind = $4 AND org_id = $5 AND live_mode = $6 AND version = $7 RETURNING seq),
+     new_terms AS (SELECT t.n, t.v FROM unnest($8::text[], $9::text[]) AS t(n, v)),
+     gone AS (DELETE FROM object_terms x USING o
+       WHERE x.object_seq = o.seq AND (x.name, x.value) NOT IN (SELECT n, v FROM new_terms)),
+     added AS (INSERT INTO object_terms (object_seq, name, value)
+       SELECT o.seq, new_terms.n, new_terms.v FROM o, new_terms ON CONFLICT DO NOTHING)
+     SELECT count(*) FROM o";
+const LEASE: &str = "INSERT INTO leases (name, holder, until) VALUES ($1, $2, $3)
+     ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, until = EXCLUDED.until
+     WHERE leases.holder = EXCLUDED.holder OR leases.until < $4";
+const UNLEASE: &str = "DELETE FROM leases WHERE name = $1 AND holder = $2";
 const PURGE_REPLIES: &str = "DELETE FROM idempotency_replies r USING unnest($1::text[], $2::text[]) AS k(api_key_id, key)
      WHERE r.api_key_id = k.api_key_id AND r.key = k.key AND r.expires_at <= $3";
 
@@ -93,12 +110,12 @@ const PURGE_REPLIES: &str = "DELETE FROM idempotency_replies r USING unnest($1::
 fn single_statement(write: &Write) -> Option<&'static str> {
     Some(match write {
         Write::Insert(_) => INSERT_OBJECT,
-        Write::Replace { .. }
-        | Write::Cap { .. }
+        Write::Replace { .. } => REPLACE_OBJECT,
+        Write::Lease { .. } => LEASE,
+        Write::Unlease { .. } => UNLEASE,
+        Write::Cap { .. }
         | Write::Unique { .. }
         | Write::ReleaseUnique { .. }
-        | Write::Lease { .. }
-        | Write::Unlease { .. }
         | Write::LedgerOpen { .. }
         | Write::LedgerPost { .. }
         | Write::LedgerSettle { .. }
@@ -118,17 +135,11 @@ fn single_statement(write: &Write) -> Option<&'static str> {
 async fn apply(tx: &Object, write: &Write) -> Result<()> {
     let Some(sql) = single_statement(write) else {
         return match write {
-            Write::Replace { record, expected_version } => replace_object(tx, record, *expected_version).await,
             Write::Cap { kind, scope, max, parameter, message } => {
                 within_cap(tx, kind, scope, *max).await?.then_some(()).ok_or_else(|| Error::invalid(parameter.clone(), message.clone()))
             }
             Write::Unique { key, parameter, message } => ledger::unique(tx, key, parameter, message).await,
             Write::ReleaseUnique { key } => ledger::release_unique(tx, key).await,
-            Write::Lease { name, holder, now, until } => lease(tx, name, holder, now.as_micros(), until.as_micros()).await,
-            Write::Unlease { name, holder } => {
-                tx.execute("DELETE FROM leases WHERE name = $1 AND holder = $2", &[name, holder]).await.map_err(db_err)?;
-                Ok(())
-            }
             Write::LedgerOpen { account_id, credit_normal } => ledger::open(tx, account_id, *credit_normal).await,
             Write::LedgerPost { lines, guards } => ledger::post(tx, lines, guards).await,
             Write::LedgerSettle { lines, post } => ledger::settle(tx, lines, *post).await,
@@ -139,6 +150,11 @@ async fn apply(tx: &Object, write: &Write) -> Result<()> {
     };
     let statement = tx.prepare_cached(sql).await.map_err(db_err)?;
     let affected = execute(tx, &statement, write).await.map_err(db_err)?;
+    if let Write::Replace { record, .. } = write
+        && affected == 0
+    {
+        return Err(replace_refused(tx, record).await);
+    }
     check_affected(write, affected)
 }
 
@@ -154,6 +170,24 @@ async fn execute(tx: &Object, statement: &Statement, write: &Write) -> Result<u6
         Write::InsertApiKey { key, hash } => insert_api_key(tx, statement, key, hash).await,
         Write::UpdateApiKey(key) => update_api_key(tx, statement, key).await,
         Write::SaveReply(reply) => save_reply(tx, statement, reply).await,
+        Write::Replace { record, expected_version } => {
+            let (names, values) = term_columns(record);
+            let scope = &record.scope;
+            let params: [&(dyn ToSql + Sync); 9] = [
+                &record.doc,
+                &record.parent_id,
+                &record.id,
+                &record.kind,
+                &scope.organization_id,
+                &scope.live_mode,
+                expected_version,
+                &names,
+                &values,
+            ];
+            deleted(tx.query_one(statement, &params).await)
+        }
+        Write::Lease { name, holder, now, until } => tx.execute(statement, &[name, holder, &until.as_micros(), &now.as_micros()]).await,
+        Write::Unlease { name, holder } => tx.execute(statement, &[name, holder]).await,
         Write::PurgeReplies { keys, before } => {
             let (ids, names): (Vec<String>, Vec<String>) = keys.iter().cloned().unzip();
             tx.execute(statement, &[&ids, &names, &before.as_micros()]).await
@@ -171,6 +205,7 @@ fn check_affected(write: &Write, affected: u64) -> Result<()> {
             Err(Error::invalid(parameter.clone(), format!("{parameter} does not name an existing {}", kind_str(kind))))
         }
         Write::UpdateApiKey(_) if affected == 0 => Err(Error::not_found("api key")),
+        Write::Lease { name, .. } if affected == 0 => Err(lease_held(name)),
         _ => Ok(()),
     }
 }
@@ -261,63 +296,22 @@ async fn within_cap(tx: &Object, kind: &str, scope: &crate::base::api_key::Scope
     Ok(row.get::<_, i64>(0) < limit)
 }
 
-/// Takes or renews a lease (see `Write::Lease`). A racing insert of the same name waits for
-/// ours on the primary key and then re-checks the condition, so only one is granted.
-async fn lease(tx: &Object, name: &str, holder: &str, now: i64, until: i64) -> Result<()> {
-    let granted = tx
-        .execute(
-            "INSERT INTO leases (name, holder, until) VALUES ($1, $2, $3)
-             ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, until = EXCLUDED.until
-             WHERE leases.holder = EXCLUDED.holder OR leases.until < $4",
-            &[&name, &holder, &until, &now],
-        )
-        .await
-        .map_err(db_err)?;
-    if granted == 0 { Err(lease_held(name)) } else { Ok(()) }
-}
-
-async fn replace_object(tx: &Object, record: &ObjectRecord, expected_version: i64) -> Result<()> {
+/// Why a replace changed no row: the object is gone (404) or changed since it was read (409).
+async fn replace_refused(tx: &Object, record: &ObjectRecord) -> Error {
     let scope = &record.scope;
-    let row = tx
+    let exists = tx
         .query_opt(
-            "UPDATE objects SET doc = $1, parent_id = $2, version = version + 1
-             WHERE id = $3 AND kind = $4 AND org_id = $5 AND live_mode = $6 AND version = $7 RETURNING seq",
-            &[&record.doc, &record.parent_id, &record.id, &record.kind, &scope.organization_id, &scope.live_mode, &expected_version],
+            "SELECT 1 FROM objects WHERE id = $1 AND kind = $2 AND org_id = $3 AND live_mode = $4",
+            &[&record.id, &record.kind, &scope.organization_id, &scope.live_mode],
         )
-        .await
-        .map_err(db_err)?;
-    let Some(row) = row else {
-        let exists = tx
-            .query_opt(
-                "SELECT 1 FROM objects WHERE id = $1 AND kind = $2 AND org_id = $3 AND live_mode = $4",
-                &[&record.id, &record.kind, &scope.organization_id, &scope.live_mode],
-            )
-            .await
-            .map_err(db_err)?;
-        return Err(match exists {
-            None => Error::not_found(&kind_str(record.kind)),
-            Some(_) => Error::Conflict {
-                message: format!("the {} was changed by another request; retry", kind_str(record.kind)),
-                parameter: None,
-                retry_after_s: Some(0),
-            },
-        });
-    };
-    let seq: i64 = row.get(0);
-    tx.execute("DELETE FROM object_terms WHERE object_seq = $1", &[&seq]).await.map_err(db_err)?;
-    insert_terms(tx, seq, record).await
-}
-
-async fn insert_terms(tx: &Object, seq: i64, record: &ObjectRecord) -> Result<()> {
-    if record.terms.is_empty() {
-        return Ok(());
+        .await;
+    match exists {
+        Err(err) => db_err(err),
+        Ok(None) => Error::not_found(&kind_str(record.kind)),
+        Ok(Some(_)) => Error::Conflict {
+            message: format!("the {} was changed by another request; retry", kind_str(record.kind)),
+            parameter: None,
+            retry_after_s: Some(0),
+        },
     }
-    let (names, values) = term_columns(record);
-    tx.execute(
-        "INSERT INTO object_terms (object_seq, name, value) SELECT $1, n, v FROM unnest($2::text[], $3::text[]) AS t(n, v)",
-        &[&seq, &names, &values],
-    )
-    .await
-    .map_err(db_err)?;
-    Ok(())
 }

@@ -317,8 +317,32 @@ fn replace_object(tx: &Transaction<'_>, record: &ObjectRecord, expected_version:
             retry_after_s: Some(0),
         });
     }
-    tx.prepare_cached("DELETE FROM object_terms WHERE object_seq = ?1").and_then(|mut st| st.execute([seq])).map_err(row_err)?;
-    insert_terms(tx, seq, record)
+    replace_terms(tx, seq, record)
+}
+
+/// Brings the object's terms to the record's, touching only those that changed: a replace
+/// usually moves a status or adds a term, and rewriting every term (two index entries each)
+/// was most of a replace's cost.
+fn replace_terms(tx: &Transaction<'_>, seq: i64, record: &ObjectRecord) -> Result<()> {
+    let old: Vec<(String, String)> = tx
+        .prepare_cached("SELECT name, value FROM object_terms WHERE object_seq = ?1")
+        .and_then(|mut st| st.query_map([seq], |row| Ok((row.get(0)?, row.get(1)?)))?.collect())
+        .map_err(row_err)?;
+    let new: std::collections::HashSet<(&str, &str)> = record.terms.iter().map(|t| (t.name.as_str(), t.value.as_str())).collect();
+    let mut delete = tx.prepare_cached("DELETE FROM object_terms WHERE object_seq = ?1 AND name = ?2 AND value = ?3").map_err(row_err)?;
+    for (name, value) in &old {
+        if !new.contains(&(name.as_str(), value.as_str())) {
+            delete.execute(params![seq, name, value]).map_err(row_err)?;
+        }
+    }
+    let mut insert =
+        tx.prepare_cached("INSERT OR IGNORE INTO object_terms (object_seq, name, value) VALUES (?1, ?2, ?3)").map_err(row_err)?;
+    for term in &record.terms {
+        if !old.iter().any(|(name, value)| *name == term.name && *value == term.value) {
+            insert.execute(params![seq, term.name, term.value]).map_err(row_err)?;
+        }
+    }
+    Ok(())
 }
 
 fn insert_terms(tx: &Transaction<'_>, seq: i64, record: &ObjectRecord) -> Result<()> {

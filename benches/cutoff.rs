@@ -1,0 +1,239 @@
+//! The cut-off benchmark (issue 20): `payrail bank cutoff` of 100,000 approved ACH orders over a
+//! directory connection, from `approved` to `sent`, timed and its peak RSS measured, as an
+//! operator would run it (the release `payrail` binary as a child process).
+//!
+//! ```sh
+//! cargo bench --bench cutoff                              # SQLite, 100,000 orders
+//! cargo bench --bench cutoff -- --orders 10000            # fewer
+//! cargo bench --bench cutoff -- --database-url "$url"     # PostgreSQL (creates and drops a database)
+//! ```
+//!
+//! Steps: a fresh data directory; a live connection (directory transport, `[ach]`), an internal
+//! account and one order made through the domain; then the orders, copies of that one with
+//! their own ids and amounts, written straight to the store in batches of 1,000 (seeding is not
+//! what is measured). Idle RSS is the peak of `payrail bank files` on the same database (the
+//! command line's own baseline: runtime, store, caches); the cut-off's peak is the kernel's
+//! `ru_maxrss` of the `payrail bank cutoff` child, its CPU time `ru_utime + ru_stime`. The file is then parsed back to check it
+//! carries every order. Prints a table line and a JSON line (the last line).
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+use payrail::base::api_key::Scope;
+use payrail::config::Config;
+use payrail::domain::Ctx;
+use payrail::domain::payment_order::{PaymentOrder, PaymentOrderInput, ops};
+use payrail::domain::time::{Clock, SystemClock};
+use payrail::domain::webhook::DirectCommit;
+use payrail::domain::{id::Id, internal_account, money::Amount};
+use payrail::store::{ObjectRecord, Store, Write, WriteBatch};
+use serde_json::json;
+
+const ORG: &str = "bench";
+
+struct Args {
+    orders: usize,
+    database_url: Option<String>,
+}
+
+fn args() -> Args {
+    let mut out = Args { orders: 100_000, database_url: None };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--orders" => out.orders = it.next().and_then(|n| n.parse().ok()).expect("--orders N"),
+            "--database-url" => out.database_url = it.next(),
+            "--bench" => {}
+            other => panic!("unknown argument {other} (--orders N, --database-url URL)"),
+        }
+    }
+    out
+}
+
+/// A fresh database on the PostgreSQL server of `url`, and its URL.
+async fn fresh_database(url: &str) -> (String, String) {
+    let name = format!("payrail_bench_cutoff_{}", uuid::Uuid::new_v4().simple());
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.expect("reach PostgreSQL");
+    let driver = tokio::spawn(connection);
+    client.batch_execute(&format!("CREATE DATABASE {name}")).await.expect("create the bench database");
+    drop(client);
+    let _ = driver.await;
+    let base = url.rsplit_once('/').map_or(url, |(base, _)| base);
+    (format!("{base}/{name}"), name)
+}
+
+async fn drop_database(url: &str, name: &str) {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.expect("reach PostgreSQL");
+    let driver = tokio::spawn(connection);
+    let _ = client.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await;
+    drop(client);
+    let _ = driver.await;
+}
+
+async fn analyze(url: &str) {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.expect("reach PostgreSQL");
+    let driver = tokio::spawn(connection);
+    client.batch_execute("ANALYZE").await.expect("analyze");
+    drop(client);
+    let _ = driver.await;
+}
+
+/// Registers the connection, an account on it and `n` approved ACH orders; the connection's id.
+async fn seed(config: &Config, dir: &Path, n: usize) -> String {
+    let (store, secrets) = payrail::connect(config).await.expect("open the store");
+    let bank = dir.join("acme-bank");
+    std::fs::create_dir_all(&bank).unwrap();
+    let toml = r#"name = "Bench Bank"
+organization = "bench"
+mode = "live"
+timezone = "America/New_York"
+cutoffs = ["16:45"]
+[transport]
+kind = "directory"
+outbound_dir = "outbound"
+inbound_dir = "inbound"
+[ach]
+immediate_destination = "021000021"
+immediate_destination_name = "ACME BANK"
+immediate_origin = "1234567890"
+immediate_origin_name = "ACME CORP"
+company_id = "1234567890"
+company_name = "ACME CORP"
+"#;
+    let now = SystemClock.now();
+    let registered = payrail::bank::connection::add(store.as_ref(), &secrets, toml, &bank, now).await.expect("register the connection");
+    let scope = Scope { organization_id: ORG.into(), live_mode: true };
+    let ctx = Ctx { store: store.as_ref(), secrets: &secrets, scope: &scope, now };
+    let commit = DirectCommit(store.as_ref());
+    let account: internal_account::InternalAccountInput =
+        serde_json::from_value(json!({"name": "Operating", "currency": "USD", "connection_id": registered.connection.id})).unwrap();
+    let account: serde_json::Value = serde_json::from_str(&internal_account::create(&ctx, &commit, &account).await.unwrap()).unwrap();
+    let input: PaymentOrderInput = serde_json::from_value(json!({
+        "type": "ach", "amount": 100, "direction": "credit", "originating_account_id": account["id"],
+        "remittance_information": "Invoice 42",
+        "receiving_account": {
+            "party_name": "Jane Doe", "account_type": "checking",
+            "account_details": [{"account_number": "123456789"}],
+            "routing_details": [{"routing_number": "121141822", "routing_number_type": "aba"}],
+        },
+    }))
+    .unwrap();
+    let template: PaymentOrder = serde_json::from_str(&ops::create(&ctx, &commit, &input).await.unwrap()).unwrap();
+    let started = Instant::now();
+    for chunk in (1..n).collect::<Vec<_>>().chunks(1000) {
+        let mut batch = WriteBatch::new();
+        for i in chunk {
+            let mut order = template.clone();
+            order.id = Id::generate();
+            order.amount = Amount::parse("amount", 100 + (*i as i64 % 100_000)).unwrap();
+            let record = ObjectRecord {
+                id: order.id.to_string(),
+                kind: "payment_order",
+                scope: scope.clone(),
+                parent_id: None,
+                created_at: order.created_at,
+                doc: serde_json::to_string(&order).unwrap(),
+                terms: order.terms(),
+            };
+            batch.push(Write::Insert(record));
+        }
+        store.commit(batch).await.expect("seed orders");
+    }
+    eprintln!("seeded {n} approved ACH orders in {:.1} s", started.elapsed().as_secs_f64());
+    drop::<std::sync::Arc<dyn Store>>(store);
+    registered.connection.id
+}
+
+/// The children waited for so far: the largest peak RSS in MB (`ru_maxrss` is in KiB on
+/// Linux) and the CPU seconds they used, user and system together.
+fn children_usage() -> (f64, f64) {
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a valid, writable rusage; RUSAGE_CHILDREN is a valid `who`.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) };
+    assert_eq!(rc, 0, "getrusage");
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (usage.ru_maxrss as f64 / 1024.0, secs(usage.ru_utime) + secs(usage.ru_stime))
+}
+
+/// The `payrail` command; `PAYRAIL_BENCH_WRAPPER` (such as `perf record -g --`) goes in front of
+/// the cut-off.
+fn payrail(dir: &Path, database_url: Option<&str>, args: &[&str]) -> Command {
+    let wrapper = std::env::var("PAYRAIL_BENCH_WRAPPER")
+        .ok()
+        .filter(|w| !w.is_empty() && args.first() == Some(&"bank") && args.get(1) == Some(&"cutoff"));
+    let mut command = match &wrapper {
+        Some(wrapper) => {
+            let mut words = wrapper.split_whitespace();
+            let mut command = Command::new(words.next().expect("a wrapper command"));
+            command.args(words).arg(env!("CARGO_BIN_EXE_payrail"));
+            command
+        }
+        None => Command::new(env!("CARGO_BIN_EXE_payrail")),
+    };
+    command.arg("--data-dir").arg(dir);
+    if let Some(url) = database_url {
+        command.arg("--database-url").arg(url);
+    }
+    command.args(args).env("RUST_LOG", std::env::var("PAYRAIL_BENCH_LOG").unwrap_or_else(|_| "payrail=warn".into()));
+    command
+}
+
+fn main() {
+    let args = args();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (database_url, database_name) = match &args.database_url {
+        Some(url) => {
+            let (db, name) = runtime.block_on(fresh_database(url));
+            (Some(db), Some(name))
+        }
+        None => (None, None),
+    };
+    let config = Config { data_dir: dir.path().to_owned(), database_url: database_url.clone(), ..Config::default() };
+    let connection = runtime.block_on(seed(&config, dir.path(), args.orders));
+    if let Some(url) = &database_url {
+        // A live database has statistics; a fresh one filled in seconds has none until
+        // autovacuum's next round, and plans its term lookups blind meanwhile.
+        runtime.block_on(analyze(url));
+    }
+    let store_name = if database_url.is_some() { "postgres" } else { "sqlite" };
+
+    let idle = payrail(dir.path(), database_url.as_deref(), &["bank", "files", "--connection", &connection]).output().unwrap();
+    assert!(idle.status.success(), "bank files: {}", String::from_utf8_lossy(&idle.stderr));
+    let (idle_mb, idle_cpu) = children_usage();
+
+    let started = Instant::now();
+    let run = payrail(dir.path(), database_url.as_deref(), &["bank", "cutoff", &connection]).output().unwrap();
+    let seconds = started.elapsed().as_secs_f64();
+    assert!(run.status.success(), "bank cutoff: {}\n{}", String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
+    let (peak_mb, all_cpu) = children_usage();
+    let cpu = all_cpu - idle_cpu;
+    eprint!("{}", String::from_utf8_lossy(&run.stderr));
+    print!("{}", String::from_utf8_lossy(&run.stdout));
+
+    let outbound = dir.path().join("acme-bank/outbound");
+    let files: Vec<_> = std::fs::read_dir(&outbound).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(files.len(), 1, "one file: {files:?}");
+    let text = std::fs::read_to_string(&files[0]).unwrap();
+    let parsed = payrail::bank::formats::nacha::parse(&text).expect("the file parses");
+    let entries: usize = parsed.batches.iter().map(|b| b.entries.len()).sum();
+    assert_eq!(entries, args.orders, "every order is in the file");
+
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load = load.split_whitespace().next().unwrap_or("?").to_owned();
+    println!(
+        "cutoff {store_name}: {} ACH orders approved -> sent in {seconds:.1} s ({:.0} orders/s, {cpu:.1} s CPU); peak RSS {peak_mb:.0} MB, idle {idle_mb:.0} MB, +{:.0} MB; file {} bytes; load average {load}",
+        args.orders,
+        args.orders as f64 / seconds,
+        peak_mb - idle_mb,
+        text.len()
+    );
+    println!(
+        "{}",
+        json!({"bench": "cutoff", "store": store_name, "orders": args.orders, "seconds": seconds, "cpu_seconds": cpu, "load_average": load, "peak_rss_mb": peak_mb, "idle_rss_mb": idle_mb, "rss_above_idle_mb": peak_mb - idle_mb, "file_bytes": text.len()})
+    );
+    if let (Some(url), Some(name)) = (&args.database_url, &database_name) {
+        runtime.block_on(drop_database(url, name));
+    }
+}
