@@ -5,6 +5,7 @@
 // domain's readers look for them.
 pub use crate::base::{api_key, secret_box, time};
 
+pub mod bank_answer;
 pub mod bank_id;
 pub mod common;
 pub mod connection;
