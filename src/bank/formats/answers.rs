@@ -12,7 +12,7 @@
 
 use crate::domain::bank_answer::{AnswerFile, AnswerFormat};
 
-use super::iso20022::read::XmlError;
+pub use super::answer_error::AnswerError;
 use super::iso20022::{camt, pain002};
 use super::nacha;
 
@@ -24,28 +24,6 @@ const NAMESPACES: &[(&str, AnswerFormat)] = &[
     ("urn:iso:std:iso:20022:tech:xsd:camt.053.001.08", AnswerFormat::Camt053),
     ("urn:iso:std:iso:20022:tech:xsd:camt.054.001.08", AnswerFormat::Camt054),
 ];
-
-/// Why an answer file was refused: its format (None when it could not be told), where
-/// (`line 7`, or `Document/BkToCstmrStmt/Stmt/Ntry/Amt (line 40)`), and what is wrong.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}: {at}: {message}", format.map_or("unknown format", AnswerFormat::as_str))]
-pub struct AnswerError {
-    pub format: Option<AnswerFormat>,
-    pub at: String,
-    pub message: String,
-}
-
-impl AnswerError {
-    pub fn new(format: Option<AnswerFormat>, at: impl Into<String>, message: impl Into<String>) -> Self {
-        AnswerError { format, at: at.into(), message: message.into() }
-    }
-
-    /// An XML reader's error, at its element and line.
-    pub fn xml(format: AnswerFormat, err: XmlError) -> Self {
-        let at = if err.path.is_empty() { format!("line {}", err.line) } else { format!("{} (line {})", err.path, err.line) };
-        AnswerError::new(Some(format), at, err.message)
-    }
-}
 
 /// Reads a bank's answer file, whatever its format.
 pub fn read(bytes: &[u8]) -> Result<AnswerFile, AnswerError> {

@@ -5,6 +5,7 @@
 //! `camt.054` statements (`iso20022::camt`), all read through [`answers::read`], which tells the
 //! format from the bytes. Each answer format also has a writer, for the sandbox bank (B7).
 
+pub mod answer_error;
 pub mod answers;
 pub mod iso20022;
 pub mod nacha;

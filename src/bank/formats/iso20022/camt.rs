@@ -30,7 +30,7 @@ use time::macros::format_description;
 
 use super::read::{Visitor, iso_date, minor_units, walk};
 use super::xml::XmlWriter;
-use crate::bank::formats::answers::AnswerError;
+use crate::bank::formats::answer_error::AnswerError;
 use crate::domain::bank_answer::{AccountRef, Answer, AnswerFile, AnswerFormat, EntryDirection, StatementBalance, StatementEntry};
 use crate::domain::money::Currency;
 use crate::error::{Error, Result};
@@ -775,14 +775,14 @@ pub(crate) mod tests {
         let bytes = writer.finish().unwrap();
         let mut expected: Vec<Answer> = balances.iter().cloned().map(Answer::Balance).collect();
         expected.extend(entries.iter().cloned().map(Answer::Entry));
-        assert_eq!(crate::bank::formats::answers::read(&bytes).unwrap(), AnswerFile { format: AnswerFormat::Camt053, answers: expected });
+        assert_eq!(read(&bytes, AnswerFormat::Camt053).unwrap(), AnswerFile { format: AnswerFormat::Camt053, answers: expected });
 
         let mut writer = CamtWriter::notification(Vec::new(), &header).unwrap();
         writer.entry(&entries[0]).unwrap();
         let eur = StatementEntry { currency: Currency::parse("currency", "EUR").unwrap(), ..entries[0].clone() };
         assert!(writer.entry(&eur).is_err(), "one currency per report");
         let bytes = writer.finish().unwrap();
-        let file = crate::bank::formats::answers::read(&bytes).unwrap();
+        let file = read(&bytes, AnswerFormat::Camt054).unwrap();
         assert_eq!(file, AnswerFile { format: AnswerFormat::Camt054, answers: vec![Answer::Entry(entries[0].clone())] });
     }
 }

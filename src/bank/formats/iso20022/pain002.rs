@@ -27,7 +27,7 @@ use time::macros::format_description;
 
 use super::read::{Visitor, walk};
 use super::xml::XmlWriter;
-use crate::bank::formats::answers::AnswerError;
+use crate::bank::formats::answer_error::AnswerError;
 use crate::domain::bank_answer::{Answer, AnswerFile, AnswerFormat, PaymentStatus, StatusOutcome};
 use crate::error::{Error, Result};
 

@@ -34,7 +34,7 @@ use super::records::{
     Addenda, BatchControl, BatchHeader, EntryDetail, FileControl, FileHeader, NotificationAddenda, ReturnAddenda, Totals,
 };
 use super::writer::{BLOCKING_FACTOR, FileSummary};
-use crate::bank::formats::answers::AnswerError;
+use crate::bank::formats::answer_error::AnswerError;
 use crate::domain::bank_answer::{AchCorrection, AchReturn, Answer, AnswerFile, AnswerFormat};
 use crate::domain::bank_id::AbaRoutingNumber;
 
