@@ -434,3 +434,22 @@ fn b5_a_partial_file_one_bad_record_refuses_the_whole_file() {
     let err = read(statement.as_bytes()).unwrap_err();
     assert!(err.at.starts_with("Document/BkToCstmrStmt/Stmt/Ntry/Amt (line "), "{err}");
 }
+
+#[test]
+fn b5_nacha_file_of_10000_returns_reads_in_seconds() {
+    let codes = ["R01", "R02", "R03", "R04", "R10", "R29"];
+    let many: Vec<EntryAnswer> = (1..=10_000u32)
+        .map(|seq| EntryAnswer {
+            original: original(seq, AchDirection::Debit, AccountType::Checking, u64::from(seq)),
+            kind: AnswerKind::Return { code: codes[seq as usize % codes.len()].into(), date_of_death: None, information: String::new() },
+        })
+        .collect();
+    let (bytes, _) = write_returns(&many);
+    let started = Instant::now();
+    let file = read(&bytes).unwrap();
+    let took = started.elapsed();
+    eprintln!("NACHA file of 10,000 returns ({} KB) read in {took:?}", bytes.len() / 1000);
+    assert_eq!(file.answers.len(), 10_000);
+    assert!(matches!(&file.answers[9_999], Answer::Return(r) if r.original_trace_number == "021000020010000" && r.amount == 10_000));
+    assert!(took.as_secs_f64() < 10.0, "{took:?}");
+}

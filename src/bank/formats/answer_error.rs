@@ -16,6 +16,7 @@ pub struct AnswerError {
 }
 
 impl AnswerError {
+    /// An error of a file of `format` (None: not told yet) at `at`.
     pub fn new(format: Option<AnswerFormat>, at: impl Into<String>, message: impl Into<String>) -> Self {
         AnswerError { format, at: at.into(), message: message.into() }
     }

@@ -497,6 +497,7 @@ impl<W: Write> CamtWriter<W> {
         write_entry(&mut self.xml, entry, &amount).map_err(io_error)
     }
 
+    /// Closes the report and the document and hands back the destination, flushed.
     pub fn finish(mut self) -> Result<W> {
         self.xml.close(self.kind.report()).map_err(io_error)?;
         self.xml.close(self.kind.message()).map_err(io_error)?;

@@ -180,6 +180,7 @@ pub enum Pain002Version {
 }
 
 impl Pain002Version {
+    /// The root namespace written (and the XSD the tests validate against).
     pub fn namespace(self) -> &'static str {
         match self {
             Pain002Version::V03 => "urn:iso:std:iso:20022:tech:xsd:pain.002.001.03",
@@ -226,6 +227,7 @@ pub struct Pain002Writer<W: Write> {
 }
 
 impl<W: Write> Pain002Writer<W> {
+    /// Writes the document start, the group header and the original group's information.
     pub fn begin(out: W, header: &StatusReportHeader) -> Result<Self> {
         for (field, value) in [("message_id", &header.message_id), ("original_message_id", &header.original_message_id)] {
             super::text::check_id(field, value, super::text::Charset::Xml)?;
@@ -252,6 +254,7 @@ impl<W: Write> Pain002Writer<W> {
         Ok(Pain002Writer { xml, open_group: None })
     }
 
+    /// Writes one `TxInfAndSts`, opening its `OrgnlPmtInfAndSts` when the group changes.
     pub fn add(&mut self, status: &TransactionStatus) -> Result<()> {
         check_status(status)?;
         let xml = &mut self.xml;
@@ -266,6 +269,7 @@ impl<W: Write> Pain002Writer<W> {
         write_transaction(xml, status).map_err(io_error)
     }
 
+    /// Closes the document and hands back the destination, flushed.
     pub fn finish(mut self) -> Result<W> {
         if self.open_group.is_some() {
             self.xml.close("OrgnlPmtInfAndSts").map_err(io_error)?;

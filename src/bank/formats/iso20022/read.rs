@@ -6,7 +6,7 @@
 //! root, prefixes dropped: `Document/BkToCstmrStmt/Stmt/Ntry/Amt`) when it opens, and with its
 //! text (entities resolved, trimmed) and its `Ccy` attribute when it closes. Errors from the XML
 //! itself or from the visitor come back as [`XmlError`] with the element path and the line,
-//! which `formats::answers` turns into the inbound file's error.
+//! which `formats::answer_error` turns into the inbound file's error.
 
 use quick_xml::Reader;
 use quick_xml::events::{BytesStart, Event};
