@@ -22,6 +22,7 @@ pub mod field;
 pub mod file;
 pub mod parse;
 pub mod records;
+pub mod return_reasons;
 pub mod writer;
 
 pub use codes::{AccountType, EntryDirection, FileIdModifier, SecCode, ServiceClass, TraceNumber, TransactionCode};
