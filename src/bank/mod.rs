@@ -22,5 +22,6 @@ pub mod calendar;
 pub mod connection;
 pub mod cutoff;
 pub mod formats;
+pub mod inbound;
 pub mod rails;
 pub mod transport;

@@ -34,3 +34,8 @@ pub const BANK_FILE: &str = "bank_file";
 /// What a bank file carries, frozen when its orders were claimed: a slice of its entries, from
 /// which the file is written (and written again, byte for byte, after a crash).
 pub const BANK_FILE_PART: &str = "bank_file_part";
+/// A file received from a bank (SPEC B5, B6): its name, format, content hash and what it did.
+/// Never served by the API; the command line lists and shows files.
+pub const BANK_INBOUND_FILE: &str = "bank_inbound_file";
+/// A slice of a received file's bytes, kept so any instance can show the file.
+pub const BANK_INBOUND_FILE_CHUNK: &str = "bank_inbound_file_chunk";
