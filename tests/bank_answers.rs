@@ -78,6 +78,7 @@ fn entry(amount: i64, direction: EntryDirection) -> StatementEntry {
         bank_reference: None,
         description: String::new(),
         rail: None,
+        reversal: false,
     }
 }
 
@@ -90,7 +91,7 @@ fn report_header(id: &str, account: AccountRef, currency: Currency) -> ReportHea
 }
 
 /// The entries a sandbox statement carries: an ACH credit with its trace number, a wire debit
-/// with the order's end-to-end id, an RTP credit with a description that needs escaping.
+/// with the order's end-to-end id marked as a reversal (`RvslInd`, a returned wire), an RTP credit with a description that needs escaping.
 fn sandbox_entries() -> Vec<StatementEntry> {
     vec![
         StatementEntry {
@@ -98,12 +99,14 @@ fn sandbox_entries() -> Vec<StatementEntry> {
             bank_reference: Some("SBX-1".into()),
             description: "ACH CREDIT ACME CORP".into(),
             rail: Some("ach".into()),
+            reversal: false,
             ..entry(12_500, EntryDirection::Credit)
         },
         StatementEntry {
             end_to_end_id: Some("01920dfa78547011a1ff441cc96a09e9".into()),
             value_date: Some("2026-07-03".into()),
             rail: Some("wire".into()),
+            reversal: true,
             ..entry(1_000_000, EntryDirection::Debit)
         },
         StatementEntry { description: "Payment <Globex> & \"co\"".into(), rail: Some("rtp".into()), ..entry(1, EntryDirection::Credit) },
@@ -136,6 +139,7 @@ fn b7_camt054_writer_output_passes_the_official_xsd_and_reads_back() {
         currency: eur,
         end_to_end_id: Some("E2E-1".into()),
         rail: Some("sepa".into()),
+        reversal: false,
         ..entry(4_250, EntryDirection::Credit)
     };
     let mut writer = CamtWriter::notification(Vec::new(), &report_header("N1", iban, eur)).unwrap();
@@ -235,6 +239,7 @@ fn b5_camt053_of_50000_entries_streams_in_seconds() {
             ach_trace_number: Some(format!("02100002{:07}", i + 1)),
             description: format!("ENTRY {i}"),
             rail: Some("ach".into()),
+            reversal: false,
             ..entry(100 + i64::from(i), if i % 2 == 0 { EntryDirection::Credit } else { EntryDirection::Debit })
         };
         writer.entry(&e).unwrap();

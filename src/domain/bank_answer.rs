@@ -133,6 +133,9 @@ pub struct StatementEntry {
     pub description: String,
     /// The rail when the bank transaction code says it (`ach`, `wire`, `rtp`, `sepa`, `book`).
     pub rail: Option<String>,
+    /// `RvslInd`: the entry reverses an earlier one (a payment that came back). A reversal
+    /// that matches a sent or completed order returns it, without a code.
+    pub reversal: bool,
 }
 
 /// One balance of a `camt.053` statement (`Bal`).

@@ -66,6 +66,9 @@ pub struct Currency {
 }
 
 impl Currency {
+    /// US dollars: what ACH moves.
+    pub const USD: Currency = Currency { code: "USD", exponent: 2 };
+
     /// The currency `code` names, or a 422 naming `param`.
     pub fn parse(param: &str, code: &str) -> Result<Self> {
         let refused = || Error::invalid(param, format!("{param} must be an ISO 4217 currency code such as USD (got {code:?})"));

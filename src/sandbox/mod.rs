@@ -1,16 +1,40 @@
-//! The sandbox bank: a background task that moves sandbox payment orders through their life
-//! (approved -> processing -> sent -> completed, or the failure paths the magic amounts in
-//! `domain::payment_order::bank` choose), one step every `sandbox_step_ms`, each step an event.
+//! The sandbox bank (SPEC B7): the bank at the other end of every sandbox organization's
+//! built-in connection. Sandbox orders go through the very pipeline live ones do:
 //!
-//! Several servers on one database may all run it: every step is a versioned replace, so one
-//! wins and the others see a conflict and move on. Live orders are never touched.
+//! 1. an approved `ach`, `wire`, `rtp` or `sepa` order, one step (`sandbox_step_ms`) after its
+//!    last change (and not before `process_after`), is carried by a cut-off of its
+//!    organization's sandbox connection (`bank::cutoff`): a NACHA or `pain.001` file in the
+//!    connection's outbound folder, `approved` -> `processing` -> `sent`;
+//! 2. the bank ([`bank_side`]) reads each file it received a step earlier and answers in the
+//!    inbound folder with real files, as [`outcomes`] decides per payment: a `pain.002`
+//!    rejection for failures, a `camt.054` notification booking the settled ones, and a step
+//!    later the returns (a NACHA return file for ACH, a `camt.054` return entry otherwise);
+//!    it also books a matching payment for each unreconciled expected payment;
+//! 3. the connection's inbound folder is read (`bank::inbound`), which moves the orders to
+//!    `failed`, `completed` and `returned` and makes the transactions, returns and
+//!    reconciliations, exactly as for a live bank.
+//!
+//! Other payment types (book, check, ...) travel in no file: this worker moves them one step
+//! at a time (`domain::payment_order::bank::next_move`). Each step is an event either way.
+//!
+//! The connection's folders live under the data directory (`<data-dir>/sandbox-bank/<id>/`),
+//! so on PostgreSQL with several instances each instance's sandbox bank answers the files its
+//! own cut-offs made. Live orders are never touched.
 
+pub mod answers;
+pub mod bank_side;
+pub mod outcomes;
+pub mod payments;
+
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use tokio::sync::watch;
 
 use crate::app::AppState;
-use crate::domain::payment_order::{self, ops};
+use crate::base::api_key::Scope;
+use crate::domain::connection::{self, Registered};
+use crate::domain::payment_order::{self, bank, carry, ops};
 
 /// Orders moved per pass at most; the rest wait for the next pass.
 const PASS_ORDERS_MAX: usize = 200;
@@ -24,7 +48,7 @@ pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
     let step_ms = state.config.sandbox_step_ms;
     loop {
         if let Err(err) = pass(&state, step_ms).await {
-            tracing::warn!(%err, "sandbox bank pass failed");
+            tracing::warn!(error = %format!("{err:#}"), "sandbox bank pass failed");
         }
         tokio::select! {
             () = tokio::time::sleep(tick(step_ms)) => {}
@@ -33,13 +57,20 @@ pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
     }
 }
 
-/// Makes every move that is due now; returns how many orders moved.
-pub async fn pass(state: &AppState, step_ms: u64) -> crate::error::Result<usize> {
+/// One pass: the due steps of orders that travel in no file, the cut-offs of the sandbox
+/// connections with due orders, the bank's answers, and the inbound folders read. Returns how
+/// many orders the steps moved.
+pub async fn pass(state: &AppState, step_ms: u64) -> anyhow::Result<usize> {
     let upto = state.clock.now().plus_micros(-((step_ms as i64) * 1000)).to_string();
     let due = state.store.scan_due(payment_order::KIND, payment_order::SANDBOX_DUE_TERM, &upto, PASS_ORDERS_MAX).await?;
     let mut moved = 0;
+    let mut to_cut: BTreeMap<String, Scope> = BTreeMap::new();
     for (scope, stored) in due {
         if scope.live_mode {
+            continue;
+        }
+        if bank::carried_by_files(&carry::read(&stored)?) {
+            to_cut.insert(scope.organization_id.clone(), scope);
             continue;
         }
         let ctx = state.ctx(&scope);
@@ -48,8 +79,42 @@ pub async fn pass(state: &AppState, step_ms: u64) -> crate::error::Result<usize>
             Ok(()) => moved += 1,
             // A client changed the order meanwhile (a cancel won the race): look again next pass.
             Err(crate::error::Error::Conflict { .. }) => {}
-            Err(err) => return Err(err),
+            Err(err) => return Err(err.into()),
         }
     }
+    for scope in to_cut.into_values() {
+        cut_off(state, scope, step_ms).await?;
+    }
+    bank_side::answer_all(state, step_ms).await?;
     Ok(moved)
+}
+
+/// The organization's sandbox connection.
+pub fn connection_of(scope: Scope, now: crate::base::time::Timestamp) -> Registered {
+    let connection = connection::builtin(&scope, now);
+    Registered { scope, connection }
+}
+
+/// Runs the cut-off of `scope`'s sandbox connection for the orders a step old.
+async fn cut_off(state: &AppState, scope: Scope, step_ms: u64) -> anyhow::Result<()> {
+    let now = state.clock.now();
+    let registered = connection_of(scope, now);
+    bank_side::open(&state.config.data_dir, &registered)?;
+    let pace = Duration::from_millis(step_ms);
+    let data_dir = &state.config.data_dir;
+    let report = crate::bank::cutoff::run_paced(
+        state.store.clone(),
+        &state.secrets,
+        data_dir,
+        &registered,
+        now,
+        crate::bank::cutoff::Mode::Now,
+        Duration::ZERO,
+        pace,
+    )
+    .await?;
+    for file in report.into_iter().flatten().filter(|f| f.error.is_some()) {
+        tracing::warn!(connection = %registered.connection.id, file = %file.file.id, error = file.error.as_deref().unwrap_or(""), "a sandbox file was not delivered; retried next pass");
+    }
+    Ok(())
 }

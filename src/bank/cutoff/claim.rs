@@ -239,7 +239,14 @@ async fn create_file(run: &Run<'_>, rail: Rail) -> Result<files::Stored> {
         Rail::Ach => format!("{:04}{:02}{:02}", eastern.year(), u8::from(eastern.month()), eastern.day()),
         Rail::Iso(_) => local.strftime("%Y%m%d").to_string(),
     };
-    let sequence = files::count_of_day(run.store.as_ref(), &run.scope, &BankFile::day_key(&run.connection_id, rail.as_str(), &day)).await?;
+    let id = new_id();
+    // The sandbox bank takes a file at every step, far more than NACHA's 36 a day: its files
+    // all carry modifier A and are told apart by their id in the name.
+    let sandbox_bank = run.is_sandbox_bank();
+    let sequence = match sandbox_bank {
+        true => 0,
+        false => files::count_of_day(run.store.as_ref(), &run.scope, &BankFile::day_key(&run.connection_id, rail.as_str(), &day)).await?,
+    };
     let modifier = FileIdModifier::nth(sequence).ok_or_else(|| Error::Conflict {
         message: format!(
             "connection {} made 36 {} files on {day} already: NACHA's file id modifiers are used up",
@@ -249,7 +256,10 @@ async fn create_file(run: &Run<'_>, rail: Rail) -> Result<files::Stored> {
         parameter: None,
         retry_after_s: None,
     })?;
-    let name = format!("payrail-{}-{}-{}.{}", local.strftime("%Y%m%d-%H%M"), modifier.as_char(), rail.as_str(), rail.extension());
+    let name = match sandbox_bank {
+        true => format!("payrail-{}-{}-{}.{}", local.strftime("%Y%m%d-%H%M%S"), &id[..8], rail.as_str(), rail.extension()),
+        false => format!("payrail-{}-{}-{}.{}", local.strftime("%Y%m%d-%H%M"), modifier.as_char(), rail.as_str(), rail.extension()),
+    };
     let header = HeaderValues {
         created_at,
         sequence,
@@ -260,7 +270,7 @@ async fn create_file(run: &Run<'_>, rail: Rail) -> Result<files::Stored> {
         day,
     };
     let file = BankFile {
-        id: new_id(),
+        id,
         object: files::KIND.into(),
         live_mode: run.scope.live_mode,
         connection_id: run.connection_id.clone(),

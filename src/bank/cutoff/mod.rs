@@ -66,6 +66,11 @@ pub struct Run<'a> {
 }
 
 impl Run<'_> {
+    /// Whether this run is a cut-off of an organization's built-in sandbox connection.
+    pub fn is_sandbox_bank(&self) -> bool {
+        !self.scope.live_mode && crate::domain::connection::builtin(&self.scope, self.now).id == self.connection_id
+    }
+
     /// Whether `order` is due at this cut-off.
     pub fn is_due(&self, order: &crate::domain::payment_order::PaymentOrder) -> bool {
         if order.live_mode {

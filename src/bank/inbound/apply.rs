@@ -6,8 +6,11 @@
 //! and are noted on the file's record.
 
 use crate::domain::Ctx;
-use crate::domain::bank_answer::{AchCorrection, AchReturn, Answer, AnswerFile, PaymentStatus, StatusOutcome};
+use crate::domain::bank_answer::{
+    AchCorrection, AchReturn, Answer, AnswerFile, EntryDirection, PaymentStatus, StatementEntry, StatusOutcome,
+};
 use crate::domain::correction::{self, Corrections};
+use crate::domain::enums::Direction;
 use crate::domain::payment_order::answers::{self, Applied, Orders, Outcome};
 use crate::error::Result;
 use crate::store::WriteBatch;
@@ -24,7 +27,8 @@ pub async fn stage(ctx: &Ctx<'_>, batch: &mut WriteBatch, file: &AnswerFile) -> 
             Answer::Return(ret) => returned(ctx, batch, &mut orders, ret, &mut effects).await?,
             Answer::Status(status) => status_report(ctx, batch, &mut orders, status, &mut effects).await?,
             Answer::Correction(correction) => corrected(ctx, &mut orders, &mut fixes, correction, &mut effects).await?,
-            Answer::Entry(_) | Answer::Balance(_) => effects.note("statements are not applied yet".into()),
+            Answer::Entry(entry) => booked(ctx, batch, &mut orders, entry, &mut effects).await?,
+            Answer::Balance(_) => effects.note("balance reports are not applied yet".into()),
         }
     }
     effects.orders = orders.finish(ctx, batch)? as u64;
@@ -102,6 +106,52 @@ async fn corrected(
     match fixes.correct(ctx, &account_id, &change).await? {
         Ok(()) => effects.corrections += 1,
         Err(why) => effects.note(format!("{what}: {why}")),
+    }
+    Ok(())
+}
+
+/// A booked entry: it completes the order it settles (or returns it, when it is a reversal).
+async fn booked(ctx: &Ctx<'_>, batch: &mut WriteBatch, orders: &mut Orders, entry: &StatementEntry, effects: &mut Effects) -> Result<()> {
+    let (what, tracked) = match (&entry.end_to_end_id, &entry.ach_trace_number) {
+        (Some(e2e), _) => (format!("entry with end-to-end id {e2e}"), orders.by_end_to_end_id(ctx, e2e).await?),
+        (None, Some(trace)) => (format!("entry with trace number {trace}"), orders.by_trace_number(ctx, trace).await?),
+        (None, None) => return Ok(()),
+    };
+    let Some(tracked) = tracked else {
+        effects.note(format!("{what}: no payment order has it"));
+        return Ok(());
+    };
+    if let Err(why) = settles(&tracked.order, entry) {
+        effects.note(format!("{what}: {why}"));
+        return Ok(());
+    }
+    let outcome = if entry.reversal {
+        Outcome::Returned { code: None, reason: "Returned by the receiving bank (a reversal was booked)".into() }
+    } else {
+        Outcome::Completed
+    };
+    if let Applied::Skipped(why) = answers::apply(ctx, batch, tracked, outcome).await? {
+        effects.note(format!("{what}: {why}"));
+    }
+    Ok(())
+}
+
+/// Whether a booked entry is the order's money: the same amount and currency, and the way the
+/// order moves it (a credit order takes money out: a debit; a reversal puts it back).
+fn settles(order: &crate::domain::payment_order::PaymentOrder, entry: &StatementEntry) -> std::result::Result<(), String> {
+    if order.amount.minor_units() != entry.amount || order.currency != entry.currency {
+        return Err(format!(
+            "its amount {} {} is not the order's {} {}",
+            entry.amount,
+            entry.currency,
+            order.amount.minor_units(),
+            order.currency
+        ));
+    }
+    let out = order.direction == Direction::Credit;
+    let expected = if out != entry.reversal { EntryDirection::Debit } else { EntryDirection::Credit };
+    if entry.direction != expected {
+        return Err(format!("it is a {:?} and the order is a {}", entry.direction, order.direction.as_str()));
     }
     Ok(())
 }

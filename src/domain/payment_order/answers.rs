@@ -69,10 +69,14 @@ impl Orders {
     }
 
     /// The order whose `pain.001` `EndToEndId` is `end_to_end_id`: its UUID without dashes
-    /// (`bank::formats::iso20022::end_to_end_id`).
+    /// (`bank::formats::iso20022::end_to_end_id`). A status report about an ACH entry names it
+    /// by its 15-digit trace number instead.
     pub async fn by_end_to_end_id(&mut self, ctx: &Ctx<'_>, end_to_end_id: &str) -> Result<Option<&mut Tracked>> {
         match uuid_of(end_to_end_id) {
             Some(id) => self.by_id(ctx, &id).await,
+            None if end_to_end_id.len() == 15 && end_to_end_id.bytes().all(|b| b.is_ascii_digit()) => {
+                self.by_trace_number(ctx, end_to_end_id).await
+            }
             None => Ok(None),
         }
     }

@@ -18,7 +18,7 @@ use crate::domain::api_key::Scope;
 use crate::domain::common::new_id;
 use crate::domain::event;
 use crate::domain::time::Timestamp;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::store::{ObjectRecord, StoredObject, Write};
 
 /// The key of `vendor_attributes` (and the term) naming the bank file that carried the order.
@@ -88,9 +88,6 @@ pub fn sent(
 }
 
 fn moved(scope: &Scope, order: &PaymentOrder, version: i64, to: Status, now: Timestamp) -> Result<[Write; 2]> {
-    if !order.live_mode {
-        return Err(Error::internal(format!("payment order {} is a sandbox order: only the sandbox bank moves it", order.id)));
-    }
     let json = to_json(order)?;
     let record = ObjectRecord {
         id: order.id.to_string(),

@@ -166,6 +166,7 @@ struct Entry {
     servicer_ref: Option<String>,
     description: Option<String>,
     rail: Option<&'static str>,
+    reversal: bool,
     details: Vec<Details>,
 }
 
@@ -292,6 +293,7 @@ impl Reader {
         match rel {
             "/Amt" => entry.amount = Some(amount(text, currency)?),
             "/CdtDbtInd" => entry.direction = Some(direction(text)?),
+            "/RvslInd" => entry.reversal = text == "true" || text == "1",
             "/Sts/Cd" | "/Sts/Prtry" => entry.status = Some(text.to_owned()),
             "/Sts" if !text.is_empty() => entry.status = Some(text.to_owned()),
             "/BookgDt/Dt" | "/BookgDt/DtTm" => entry.booking_date = Some(iso_date(text)?),
@@ -347,6 +349,7 @@ impl Reader {
             bank_reference: entry.entry_ref.clone().or_else(|| entry.servicer_ref.clone()),
             description: entry.description.clone().unwrap_or_default(),
             rail: entry.rail.map(str::to_owned),
+            reversal: entry.reversal,
         };
         if split(&entry, amount, currency) {
             for details in &entry.details {
@@ -588,6 +591,9 @@ fn write_entry<W: Write>(xml: &mut XmlWriter<W>, entry: &StatementEntry, amount:
     xml.leaf_with("Amt", &[("Ccy", entry.currency.code())], amount)?;
     let indicator = if entry.direction == EntryDirection::Credit { "CRDT" } else { "DBIT" };
     xml.leaf("CdtDbtInd", indicator)?;
+    if entry.reversal {
+        xml.leaf("RvslInd", "true")?;
+    }
     xml.open("Sts")?;
     xml.leaf("Cd", "BOOK")?;
     xml.close("Sts")?;
@@ -674,6 +680,7 @@ pub(crate) mod tests {
             bank_reference: None,
             description: String::new(),
             rail: None,
+            reversal: false,
         }
     }
 
@@ -693,6 +700,7 @@ pub(crate) mod tests {
                 bank_reference: Some("E1".into()),
                 description: "ACH CREDIT ACME CORP PAYROLL".into(),
                 rail: Some("ach".into()),
+                reversal: false,
                 ..entry(12_500, EntryDirection::Credit)
             }),
             Answer::Entry(StatementEntry {
@@ -700,18 +708,21 @@ pub(crate) mod tests {
                 bank_reference: Some("FED20260702".into()),
                 description: "Invoice 42".into(),
                 rail: Some("wire".into()),
+                reversal: false,
                 ..entry(1_000_000, EntryDirection::Debit)
             }),
             Answer::Entry(StatementEntry {
                 ach_trace_number: Some("021000020000002".into()),
                 description: "ACH DEBIT BATCH".into(),
                 rail: Some("ach".into()),
+                reversal: false,
                 ..entry(1_000, EntryDirection::Debit)
             }),
             Answer::Entry(StatementEntry {
                 ach_trace_number: Some("021000020000003".into()),
                 description: "ACH DEBIT BATCH".into(),
                 rail: Some("ach".into()),
+                reversal: false,
                 ..entry(2_000, EntryDirection::Debit)
             }),
         ];
@@ -758,6 +769,7 @@ pub(crate) mod tests {
                 ach_trace_number: Some("021000020000001".into()),
                 description: "ACH & co".into(),
                 rail: Some("ach".into()),
+                reversal: false,
                 ..entry(12_500, EntryDirection::Credit)
             },
             StatementEntry {
@@ -765,6 +777,7 @@ pub(crate) mod tests {
                 bank_reference: Some("R2".into()),
                 value_date: Some("2026-07-03".into()),
                 rail: Some("rtp".into()),
+                reversal: false,
                 ..entry(99, EntryDirection::Debit)
             },
         ];

@@ -1,0 +1,156 @@
+//! The files the sandbox bank answers a sent file with (SPEC B7), each a pure function of the
+//! sent file's name, its payments and its arrival time, so answering again after a crash writes
+//! the very same bytes (and the inbound reader, which keys files by content, applies them once):
+//!
+//! - now: a `pain.002.001.12` rejecting the payments that fail, and a `camt.054` per paying
+//!   account booking the ones that settle (those to be returned settle first);
+//! - later (a step on): a NACHA return file for the ACH payments that come back (with their
+//!   `RXX` codes), and a `camt.054` booking a reversal for the others (returned without a code).
+
+use time::OffsetDateTime;
+
+use super::outcomes::{Fate, fate};
+use super::payments::Payment;
+use crate::bank::formats::iso20022::camt::{CamtWriter, ReportHeader};
+use crate::bank::formats::iso20022::pain002::{Pain002Version, Pain002Writer, StatusReportHeader, TransactionStatus};
+use crate::bank::formats::nacha::answers::{AnswerKind, AnswerWriter, EntryAnswer};
+use crate::bank::formats::nacha::{FileHeader, FileIdModifier};
+use crate::domain::bank_answer::{AccountRef, EntryDirection, StatementEntry};
+use crate::domain::money::Currency;
+
+/// An answer file: its name in the inbound folder and its bytes.
+pub type AnswerFile = (String, Vec<u8>);
+
+/// What the bank answers a sent file with.
+#[derive(Debug, Default)]
+pub struct Answers {
+    pub now: Vec<AnswerFile>,
+    pub later: Vec<AnswerFile>,
+}
+
+/// The answers to the file `name` whose `payments` arrived at `arrived`.
+pub fn answer(name: &str, payments: &[Payment], arrived: OffsetDateTime) -> Result<Answers, String> {
+    let fated: Vec<(&Payment, Fate)> = payments.iter().map(|p| (p, fate(&p.receiving_account, p.amount, p.ach.is_some()))).collect();
+    let stem = stem(name);
+    let mut out = Answers::default();
+    let failed: Vec<_> = fated.iter().filter(|(_, f)| matches!(f, Fate::Fails { .. })).collect();
+    if !failed.is_empty() {
+        out.now.push((format!("{stem}.status.xml"), status_report(&stem, &failed, arrived)?));
+    }
+    let settled: Vec<&Payment> = fated.iter().filter(|(_, f)| !matches!(f, Fate::Fails { .. })).map(|(p, _)| *p).collect();
+    out.now.extend(notifications(&format!("{stem}.booked"), &settled, arrived, false)?);
+    let returned: Vec<(&Payment, Option<String>)> =
+        fated.iter().filter_map(|(p, f)| if let Fate::Returned { code } = f { Some((*p, code.clone())) } else { None }).collect();
+    let (ach, other): (Vec<_>, Vec<_>) = returned.into_iter().partition(|(p, _)| p.ach.is_some());
+    if !ach.is_empty() {
+        out.later.push((format!("{stem}.returns.ach"), nacha_returns(payments, &ach, arrived)?));
+    }
+    let reversed: Vec<&Payment> = other.iter().map(|(p, _)| *p).collect();
+    out.later.extend(notifications(&format!("{stem}.returned"), &reversed, arrived, true)?);
+    Ok(out)
+}
+
+/// A name-safe stem of the sent file's name (ISO ids allow letters, digits and a few marks).
+fn stem(name: &str) -> String {
+    let clean: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' }).collect();
+    clean.chars().take(24).collect()
+}
+
+fn status_report(stem: &str, failed: &[&(&Payment, Fate)], arrived: OffsetDateTime) -> Result<Vec<u8>, String> {
+    let header = StatusReportHeader {
+        version: Pain002Version::V12,
+        message_id: format!("SBX-STS-{stem}"),
+        created_at: arrived,
+        original_message_id: stem.to_owned(),
+        original_message_name: "pain.001.001.09".into(),
+        group_status: None,
+    };
+    let mut writer = Pain002Writer::begin(Vec::new(), &header).map_err(|e| e.to_string())?;
+    for (payment, fate) in failed {
+        let Fate::Fails { reason_code, reason } = fate else { continue };
+        writer
+            .add(&TransactionStatus {
+                original_payment_information_id: payment.group_id.clone(),
+                end_to_end_id: payment.reference(),
+                status: "RJCT".into(),
+                reason_code: Some((*reason_code).to_owned()),
+                reason: Some((*reason).to_owned()),
+            })
+            .map_err(|e| e.to_string())?;
+    }
+    writer.finish().map_err(|e| e.to_string())
+}
+
+/// One `camt.054` per paying account and currency, booking `payments` on the day they arrived
+/// (as reversals when `reversal`).
+fn notifications(prefix: &str, payments: &[&Payment], arrived: OffsetDateTime, reversal: bool) -> Result<Vec<AnswerFile>, String> {
+    let mut groups: Vec<((AccountRef, Currency), Vec<&Payment>)> = Vec::new();
+    for payment in payments {
+        let key = (payment.paying_account.clone(), payment.currency);
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, list)) => list.push(payment),
+            None => groups.push((key, vec![payment])),
+        }
+    }
+    let day = format!("{:04}-{:02}-{:02}", arrived.year(), u8::from(arrived.month()), arrived.day());
+    let mut out = Vec::new();
+    for (n, ((account, currency), list)) in groups.into_iter().enumerate() {
+        let id = format!("SBX-{}-{n}", stem(prefix));
+        let header = ReportHeader { message_id: id.clone(), created_at: arrived, report_id: id, account: account.clone(), currency };
+        let mut writer = CamtWriter::notification(Vec::new(), &header).map_err(|e| e.to_string())?;
+        for payment in list {
+            writer.entry(&booked(payment, &account, &day, reversal)).map_err(|e| e.to_string())?;
+        }
+        out.push((format!("{prefix}.{n}.camt054.xml"), writer.finish().map_err(|e| e.to_string())?));
+    }
+    Ok(out)
+}
+
+fn booked(payment: &Payment, account: &AccountRef, day: &str, reversal: bool) -> StatementEntry {
+    let direction = match (payment.direction, reversal) {
+        (d, false) => d,
+        (EntryDirection::Debit, true) => EntryDirection::Credit,
+        (EntryDirection::Credit, true) => EntryDirection::Debit,
+    };
+    StatementEntry {
+        account: account.clone(),
+        amount: payment.amount,
+        currency: payment.currency,
+        direction,
+        booking_date: day.to_owned(),
+        value_date: Some(day.to_owned()),
+        end_to_end_id: payment.end_to_end_id.clone(),
+        ach_trace_number: payment.ach.as_ref().map(|e| e.trace.to_string()),
+        bank_reference: None,
+        description: if reversal { "RETURNED PAYMENT".into() } else { "PAYRAIL SANDBOX BANK".into() },
+        rail: Some(if payment.ach.is_some() { "ach" } else { "wire" }.into()),
+        reversal,
+    }
+}
+
+/// A NACHA return file for the ACH payments that come back, settling the day they arrived.
+fn nacha_returns(all: &[Payment], returned: &[(&Payment, Option<String>)], arrived: OffsetDateTime) -> Result<Vec<u8>, String> {
+    let first = all.iter().find_map(|p| p.ach.as_ref()).ok_or("no ACH entry to return")?;
+    let odfi = crate::bank::formats::nacha::answers::routing_of(&first.trace.odfi()).map_err(|e| e.to_string())?;
+    let created =
+        time::PrimitiveDateTime::new(arrived.date(), time::Time::from_hms(arrived.hour(), arrived.minute(), 0).map_err(|e| e.to_string())?);
+    let header = FileHeader {
+        immediate_destination: odfi,
+        immediate_origin: odfi.to_string(),
+        created,
+        file_id_modifier: FileIdModifier::nth(0).ok_or("file id modifier")?,
+        immediate_destination_name: "PAYRAIL".into(),
+        immediate_origin_name: "PAYRAIL SANDBOX BANK".into(),
+        reference_code: String::new(),
+    };
+    let mut writer = AnswerWriter::new(Vec::new(), &header, arrived.date()).map_err(|e| e.to_string())?;
+    for (payment, code) in returned {
+        let original = payment.ach.clone().ok_or("an ACH return without its entry")?;
+        let code = code.clone().unwrap_or_else(|| "R01".into());
+        let information = crate::bank::formats::nacha::return_reasons::return_reason(&code).unwrap_or("").chars().take(44).collect();
+        writer
+            .push(&EntryAnswer { original, kind: AnswerKind::Return { code, date_of_death: None, information } })
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(writer.finish().map_err(|e| e.to_string())?.0)
+}

@@ -1,0 +1,159 @@
+//! The sandbox bank's side of each sandbox connection's folders (SPEC B7): it takes the files
+//! Payrail left in `outbound/`, and a step after each arrived, answers it in `inbound/`
+//! ([`super::answers`]); the returns follow a step later. What it answered is kept beside the
+//! folders (`answered/NAME.json`: the answers still to come and when), so a restart resumes
+//! where it was; an answer written again after a crash has the same bytes, and the inbound
+//! reader applies it once.
+//!
+//! Each connection's folder records its tenant (`tenant.json`), so the bank finds its
+//! connections again after a restart without asking the store.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+
+use super::{answers, payments};
+use crate::app::AppState;
+use crate::bank::connection::sandbox_folders;
+use crate::base::api_key::Scope;
+use crate::base::private_fs;
+use crate::domain::connection::Registered;
+
+const TENANT_FILE: &str = "tenant.json";
+const ANSWERED: &str = "answered";
+/// Sent files answered per connection and pass at most.
+const FILES_PER_PASS: usize = 50;
+
+#[derive(Serialize, Deserialize)]
+struct Tenant {
+    organization_id: String,
+}
+
+/// What the bank still owes a sent file: the answers due at `due_unix_ms`.
+#[derive(Serialize, Deserialize, Default)]
+struct Marker {
+    due_unix_ms: u64,
+    later: Vec<(String, String)>,
+}
+
+/// A connection's folders on the bank's side.
+struct Folders {
+    outbound: PathBuf,
+    inbound: PathBuf,
+    answered: PathBuf,
+}
+
+impl Folders {
+    fn of(data_dir: &Path, connection_id: &str) -> Folders {
+        let (outbound, inbound) = sandbox_folders(data_dir, connection_id);
+        let answered = outbound.parent().map(|root| root.join(ANSWERED)).unwrap_or_else(|| PathBuf::from(ANSWERED));
+        Folders { outbound, inbound, answered }
+    }
+}
+
+/// Makes the connection's folders (and records its tenant) before its first cut-off.
+pub fn open(data_dir: &Path, registered: &Registered) -> anyhow::Result<()> {
+    let folders = Folders::of(data_dir, &registered.connection.id);
+    for dir in [&folders.outbound, &folders.inbound, &folders.answered] {
+        private_fs::ensure_private_dir(dir)?;
+    }
+    let tenant = folders.answered.with_file_name(TENANT_FILE);
+    if !tenant.exists() {
+        let json = serde_json::to_vec(&Tenant { organization_id: registered.scope.organization_id.clone() })?;
+        write_whole(&tenant, &json)?;
+    }
+    Ok(())
+}
+
+/// Answers what is due in every sandbox connection's folders, then reads each connection's
+/// inbound folder (as the bank worker does for live connections).
+pub async fn answer_all(state: &AppState, step_ms: u64) -> anyhow::Result<()> {
+    let root = state.config.data_dir.join("sandbox-bank");
+    let Ok(entries) = std::fs::read_dir(&root) else { return Ok(()) };
+    let step = Duration::from_millis(step_ms);
+    for entry in entries.flatten() {
+        let Some(registered) = registered_of(&entry.path()) else { continue };
+        let folders = Folders::of(&state.config.data_dir, &registered.connection.id);
+        let answered = tokio::task::spawn_blocking(move || answer_due(&folders, step)).await?;
+        if let Err(err) = answered {
+            tracing::warn!(connection = %registered.connection.id, error = %format!("{err:#}"), "the sandbox bank could not answer a file");
+        }
+        let now = state.clock.now();
+        crate::bank::inbound::poll(state.store.clone(), &state.secrets, &state.config.data_dir, &registered, now, Duration::ZERO).await?;
+    }
+    Ok(())
+}
+
+/// The sandbox connection whose folder is `dir`, if it is one.
+fn registered_of(dir: &Path) -> Option<Registered> {
+    let tenant: Tenant = serde_json::from_slice(&std::fs::read(dir.join(TENANT_FILE)).ok()?).ok()?;
+    let scope = Scope { organization_id: tenant.organization_id, live_mode: false };
+    let registered = super::connection_of(scope, crate::base::time::Timestamp::from_micros(0));
+    (dir.file_name()?.to_str()? == registered.connection.id).then_some(registered)
+}
+
+/// Answers the sent files a step old and writes the later answers that came due.
+fn answer_due(folders: &Folders, step: Duration) -> anyhow::Result<()> {
+    let now = SystemTime::now();
+    let mut names: Vec<(String, SystemTime)> = Vec::new();
+    for entry in std::fs::read_dir(&folders.outbound)?.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let meta = entry.metadata()?;
+        if meta.is_file() && !name.starts_with('.') && !name.ends_with(crate::bank::transport::PART_SUFFIX) {
+            names.push((name, meta.modified()?));
+        }
+    }
+    names.sort();
+    for (name, arrived) in names.into_iter().take(FILES_PER_PASS) {
+        let marker_path = folders.answered.join(format!("{name}.json"));
+        match std::fs::read(&marker_path) {
+            Ok(bytes) => finish_later(folders, &marker_path, serde_json::from_slice(&bytes)?, now)?,
+            Err(_) if now.duration_since(arrived).unwrap_or_default() >= step => answer_file(folders, &name, arrived, step, &marker_path)?,
+            Err(_) => {}
+        }
+    }
+    Ok(())
+}
+
+fn answer_file(folders: &Folders, name: &str, arrived: SystemTime, step: Duration, marker_path: &Path) -> anyhow::Result<()> {
+    let bytes = std::fs::read(folders.outbound.join(name))?;
+    let arrived_at = time::OffsetDateTime::from(arrived);
+    let answers = payments::read(&bytes).and_then(|payments| answers::answer(name, &payments, arrived_at));
+    let answers = match answers {
+        Ok(answers) => answers,
+        Err(err) => {
+            tracing::warn!(file = name, error = %err, "the sandbox bank cannot read a file it was sent; it answers nothing");
+            answers::Answers::default()
+        }
+    };
+    for (answer, content) in &answers.now {
+        write_whole(&folders.inbound.join(answer), content)?;
+    }
+    let due = arrived + step * 2;
+    let due_unix_ms = due.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_millis() as u64;
+    let later = answers.later.into_iter().map(|(n, c)| (n, String::from_utf8_lossy(&c).into_owned())).collect();
+    write_whole(marker_path, &serde_json::to_vec(&Marker { due_unix_ms, later })?)
+}
+
+fn finish_later(folders: &Folders, marker_path: &Path, marker: Marker, now: SystemTime) -> anyhow::Result<()> {
+    let now_ms = now.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_millis() as u64;
+    if marker.later.is_empty() || now_ms < marker.due_unix_ms {
+        return Ok(());
+    }
+    for (answer, content) in &marker.later {
+        write_whole(&folders.inbound.join(answer), content.as_bytes())?;
+    }
+    write_whole(marker_path, &serde_json::to_vec(&Marker { due_unix_ms: marker.due_unix_ms, later: Vec::new() })?)
+}
+
+/// Writes `path` whole: a hidden temporary name, flushed, then renamed (readers list neither
+/// dot files nor half files).
+fn write_whole(path: &Path, content: &[u8]) -> anyhow::Result<()> {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+    let temp = path.with_file_name(format!(".{name}.tmp"));
+    std::fs::write(&temp, content)?;
+    std::fs::File::open(&temp)?.sync_all()?;
+    std::fs::rename(&temp, path)?;
+    Ok(())
+}
