@@ -104,7 +104,7 @@ company_name = "ACME CORP"
     let now = SystemClock.now();
     let registered = payrail::bank::connection::add(store.as_ref(), &secrets, toml, &bank, now).await.expect("register the connection");
     let scope = Scope { organization_id: ORG.into(), live_mode: true };
-    let ctx = Ctx { store: store.as_ref(), secrets: &secrets, scope: &scope, now };
+    let ctx = Ctx { store: store.as_ref(), rails: None, secrets: &secrets, scope: &scope, now };
     let commit = DirectCommit(store.as_ref());
     let account: internal_account::InternalAccountInput =
         serde_json::from_value(json!({"name": "Operating", "currency": "USD", "connection_id": registered.connection.id})).unwrap();

@@ -272,20 +272,20 @@ async fn b5_transactions_mt_shape_filters_and_metadata() {
 
     assert_eq!(list_ids(&server, "/api/transactions", &key).await, [debit.id.clone(), credit.id.clone()], "L1: newest first");
     assert_eq!(list_ids(&server, &format!("/api/transactions?internal_account_id={account}"), &key).await.len(), 2);
-    assert_eq!(list_ids(&server, "/api/transactions?direction=debit", &key).await, [debit.id.clone()]);
-    assert_eq!(list_ids(&server, "/api/transactions?as_of_date_start=2026-03-03", &key).await, [debit.id.clone()]);
-    assert_eq!(list_ids(&server, "/api/transactions?as_of_date_end=2026-03-02", &key).await, [credit.id.clone()]);
-    assert_eq!(list_ids(&server, "/api/transactions?posted=false", &key).await, [debit.id.clone()]);
-    assert_eq!(list_ids(&server, "/api/transactions?payment_type=ach", &key).await, [credit.id.clone()]);
-    assert_eq!(list_ids(&server, "/api/transactions?vendor_id=bank-ref-2500", &key).await, [debit.id.clone()]);
-    assert_eq!(list_ids(&server, "/api/transactions?description=WIRE+entry", &key).await, [debit.id.clone()], "L2: + is a space");
+    assert_eq!(list_ids(&server, "/api/transactions?direction=debit", &key).await, [debit.id.as_str()]);
+    assert_eq!(list_ids(&server, "/api/transactions?as_of_date_start=2026-03-03", &key).await, [debit.id.as_str()]);
+    assert_eq!(list_ids(&server, "/api/transactions?as_of_date_end=2026-03-02", &key).await, [credit.id.as_str()]);
+    assert_eq!(list_ids(&server, "/api/transactions?posted=false", &key).await, [debit.id.as_str()]);
+    assert_eq!(list_ids(&server, "/api/transactions?payment_type=ach", &key).await, [credit.id.as_str()]);
+    assert_eq!(list_ids(&server, "/api/transactions?vendor_id=bank-ref-2500", &key).await, [debit.id.as_str()]);
+    assert_eq!(list_ids(&server, "/api/transactions?description=WIRE+entry", &key).await, [debit.id.as_str()], "L2: + is a space");
     assert!(list_ids(&server, "/api/transactions?virtual_account_id=anything", &key).await.is_empty(), "no virtual accounts");
 
     let path = format!("/api/transactions/{}", credit.id);
     let (status, patched) = json(server.patch(&path, &key, &json!({"metadata": {"invoice": "42"}})).send().await.unwrap()).await;
     assert_eq!(status, 200, "{patched}");
     assert_eq!(patched["metadata"], json!({"invoice": "42"}));
-    assert_eq!(list_ids(&server, "/api/transactions?metadata[invoice]=42", &key).await, [credit.id.clone()]);
+    assert_eq!(list_ids(&server, "/api/transactions?metadata[invoice]=42", &key).await, [credit.id.as_str()]);
     assert_eq!(event_names(&server, &key, &credit.id).await, ["created", "updated"]);
 
     for (query, param) in [
@@ -327,7 +327,7 @@ async fn b5_line_items_link_a_transaction_to_what_it_settles() {
     assert_eq!((items[0]["transactable_type"].clone(), items[0]["transactable_id"].clone()), (json!("payment_order"), json!("po_1")));
     assert_eq!((items[0]["type"].clone(), items[0]["amount"].clone()), (json!("originating"), json!(700)));
     assert_eq!(ok(&server, &key, &format!("/api/transaction_line_items/{}", item.id)).await, items[0]);
-    assert_eq!(list_ids(&server, &format!("/api/transaction_line_items?transaction_id={}", txn.id), &key).await, [item.id.clone()]);
+    assert_eq!(list_ids(&server, &format!("/api/transaction_line_items?transaction_id={}", txn.id), &key).await, [item.id.as_str()]);
     assert!(list_ids(&server, "/api/transaction_line_items?type=receiving", &key).await.is_empty());
     let (status, body) = get(&server, &key, "/api/transaction_line_items?type=sideways").await;
     assert_422(status, &body, "type");
@@ -434,7 +434,7 @@ async fn b5_balance_reports_under_their_account() {
     assert_eq!(body["balances"][1]["vendor_code"], "CLBD");
     assert_eq!(event_names(&server, &key, &first.id).await, ["created"]);
     assert_eq!(list_ids(&server, &base, &key).await, [second.id.clone(), first.id.clone()]);
-    assert_eq!(list_ids(&server, &format!("{base}?as_of_date=2026-03-03"), &key).await, [second.id.clone()]);
+    assert_eq!(list_ids(&server, &format!("{base}?as_of_date=2026-03-03"), &key).await, [second.id.as_str()]);
     assert!(list_ids(&server, &format!("{base}?balance_report_type=intraday"), &key).await.is_empty());
     let (status, body) = get(&server, &key, &format!("{base}?balance_report_type=hourly")).await;
     assert_422(status, &body, "balance_report_type");
@@ -474,10 +474,10 @@ async fn e_expected_payments_crud_shape_and_bad_input() {
         "direction": "debit", "internal_account_id": account})).await;
     let second = second["id"].as_str().unwrap().to_owned();
     assert_eq!(list_ids(&server, "/api/expected_payments", &key).await, [second.clone(), id.clone()]);
-    assert_eq!(list_ids(&server, "/api/expected_payments?direction=credit", &key).await, [id.clone()]);
-    assert_eq!(list_ids(&server, "/api/expected_payments?type=ach", &key).await, [id.clone()]);
+    assert_eq!(list_ids(&server, "/api/expected_payments?direction=credit", &key).await, [id.as_str()]);
+    assert_eq!(list_ids(&server, "/api/expected_payments?type=ach", &key).await, [id.as_str()]);
     assert_eq!(list_ids(&server, "/api/expected_payments?status=unreconciled", &key).await.len(), 2);
-    assert_eq!(list_ids(&server, &format!("/api/expected_payments?internal_account_id={account}&metadata[invoice]=42"), &key).await, [id.clone()]);
+    assert_eq!(list_ids(&server, &format!("/api/expected_payments?internal_account_id={account}&metadata[invoice]=42"), &key).await, [id.as_str()]);
     for (query, param) in [("?status=lost", "status"), ("?direction=up", "direction"), ("?type=teleport", "type"),
         ("?created_at_lower_bound=soon", "created_at_lower_bound"), ("?updated_at_lower_bound=2026-01-01", "updated_at_lower_bound")] {
         let (status, body) = get(&server, &key, &format!("/api/expected_payments{query}")).await;
