@@ -490,7 +490,7 @@ async fn e_expected_payments_crud_shape_and_bad_input() {
     assert_eq!((patched["description"].clone(), patched["amount_upper_bound"].clone()), (Value::Null, json!(1200)));
     assert_eq!(patched["metadata"], json!({"po": "7"}));
     assert_eq!((patched["created_at"].clone(), patched["type"].clone()), (created["created_at"].clone(), json!("ach")));
-    for (patch, param) in [(json!({"amount_upper_bound": 100}), "amount_upper_bound"), (json!({"direction": "up"}), "direction"),
+    for (patch, param) in [(json!({"amount_upper_bound": 100}), "amount_upper_bound"), (json!({"direction": "up"}), "direction"), (json!({"amount_lower_bound": "ten"}), "amount_lower_bound"),
         (json!({"status": "reconciled"}), "status"), (json!({"internal_account_id": "nope"}), "internal_account_id")] {
         let (status, body) = json(server.patch(&path, &key, &patch).send().await.unwrap()).await;
         assert_422(status, &body, param);

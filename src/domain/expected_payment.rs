@@ -405,12 +405,10 @@ fn merged(current: &ExpectedPayment, patch: &Map<String, Value>) -> Result<Expec
             }
         }
     }
-    serde_json::from_value(base).map_err(|e| Error::invalid(field_of(&e.to_string()), format!("the update does not parse: {e}")))
-}
-
-/// The field a serde error names, when it names one (for the 422's `parameter`).
-fn field_of(message: &str) -> String {
-    message.split('`').nth(1).filter(|f| !f.contains(' ')).unwrap_or("body").to_owned()
+    serde_path_to_error::deserialize(base).map_err(|e| {
+        let field = e.path().to_string();
+        Error::invalid(field.clone(), format!("{field}: {}", e.into_inner()))
+    })
 }
 
 fn only_unreconciled(expected: &ExpectedPayment, what: &str) -> Result<()> {
