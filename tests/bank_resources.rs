@@ -17,6 +17,7 @@ use payrail::domain::Ctx;
 use payrail::domain::api_key::{Mode, Scope};
 use payrail::domain::balance_report::{self, NewBalance, NewBalanceReport};
 use payrail::domain::enums::Direction;
+use payrail::domain::expected_payment::Reconciler;
 use payrail::domain::money::Currency;
 use payrail::domain::payment_order::PaymentOrder;
 use payrail::domain::returns::{self, NewReturn};
@@ -664,4 +665,40 @@ async fn a_other_organizations_get_404() {
     let (status, body) = post(&server, &stranger, "/api/expected_payments", &expectation(&account)).await;
     assert_422(status, &body, "internal_account_id");
 }
+}
+
+on_both_stores! {
+#[tokio::test]
+async fn b5_one_batch_never_reconciles_an_expected_payment_twice() {
+    let server = frozen_bank().await;
+    let key = server.key().await;
+    let account = internal_account(&server, &key).await;
+    let (_, older) = post(&server, &key, "/api/expected_payments", &expectation(&account)).await;
+    let (_, newer) = post(&server, &key, "/api/expected_payments", &expectation(&account)).await;
+    let scope = scope_of(&server, &key).await;
+    let ctx = Ctx { store: server.store.as_ref(), rails: None, secrets: &server.secrets, scope: &scope, now: server.clock.now() };
+    let mut batch = WriteBatch::new();
+    let mut reconciler = Reconciler::new();
+    let mut matched = Vec::new();
+    let mut booked_ids = Vec::new();
+    for _ in 0..3 {
+        let mut txn = transaction::stage_new(&ctx, &mut batch, booked(&account, 1_000, Direction::Credit, "2026-03-10", "ach")).unwrap();
+        matched.push(reconciler.reconcile(&ctx, &mut batch, &mut txn).await.unwrap().map(|e| e.id));
+        booked_ids.push(txn.id);
+    }
+    server.store.commit(batch).await.expect("one batch, no conflict with itself");
+    let id = |v: &Value| Some(v["id"].as_str().unwrap().to_owned());
+    assert_eq!(matched, [id(&older), id(&newer), None], "the oldest first, each once");
+    let reconciled: Vec<Value> = reconciled_flags(&server, &key, &booked_ids).await;
+    assert_eq!(reconciled, [json!(true), json!(true), json!(false)], "an unmatched transaction stays unreconciled");
+    assert_eq!(ok(&server, &key, &format!("/api/expected_payments/{}", older["id"].as_str().unwrap())).await["transaction_id"], booked_ids[0]);
+}
+}
+
+async fn reconciled_flags(server: &TestServer, key: &Key, ids: &[String]) -> Vec<Value> {
+    let mut out = Vec::new();
+    for id in ids {
+        out.push(ok(server, key, &format!("/api/transactions/{id}")).await["reconciled"].clone());
+    }
+    out
 }

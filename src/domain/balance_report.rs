@@ -152,16 +152,11 @@ fn record(scope: &Scope, report: &BalanceReport, doc: String) -> ObjectRecord {
 }
 
 /// Stages a balance report of an internal account in `batch` (for the inbound worker): the
-/// report, a check that the account still exists at commit, and its `created` event.
+/// report and its `created` event. `internal_account_id` names an account the caller resolved
+/// in `ctx.scope` (internal accounts are never deleted).
 pub fn stage_balance_report(ctx: &Ctx<'_>, batch: &mut WriteBatch, new: NewBalanceReport) -> Result<BalanceReport> {
     let report = build(ctx, new)?;
     let json = serde_json::to_string(&report).map_err(|e| Error::internal(format!("balance report: {e}")))?;
-    batch.push(Write::Require {
-        kind: kinds::INTERNAL_ACCOUNT,
-        scope: ctx.scope.clone(),
-        id: report.internal_account_id.clone(),
-        parameter: "internal_account_id".into(),
-    });
     batch.push(Write::Insert(record(ctx.scope, &report, json.clone())));
     batch.push(Write::Insert(event::record(ctx.scope, KIND, "created", &report.id, &json, ctx.now)?));
     Ok(report)

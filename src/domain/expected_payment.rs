@@ -8,6 +8,8 @@
 //! `DELETE` archives: the expected payment stays readable with status `archived`, as MT answers
 //! a delete with the expected payment. Only unreconciled ones can be changed or archived.
 
+use std::collections::HashMap;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -281,14 +283,15 @@ fn parse(stored: &StoredObject) -> Result<ExpectedPayment> {
     serde_json::from_str(&stored.doc).map_err(|e| Error::internal(format!("stored expected payment {}: {e}", stored.id)))
 }
 
-/// Unreconciled expected payments that could match `transaction`, with their stored versions.
-async fn candidates(ctx: &Ctx<'_>, transaction: &Transaction) -> Result<Vec<(ExpectedPayment, i64)>> {
+/// Unreconciled expected payments of one account, direction and currency, with their stored
+/// versions (at most [`CANDIDATES_MAX`]).
+async fn candidates(ctx: &Ctx<'_>, key: &PoolKey) -> Result<Vec<(ExpectedPayment, i64)>> {
     let eq = |name: &str, value: &str| Filter::Eq { name: name.into(), value: value.into() };
     let filters = vec![
-        eq("internal_account_id", &transaction.internal_account_id),
+        eq("internal_account_id", &key.0),
         eq("status", "unreconciled"),
-        eq("direction", transaction.direction.as_str()),
-        eq("currency", transaction.currency.code()),
+        eq("direction", key.1.as_str()),
+        eq("currency", key.2.code()),
     ];
     let mut found = Vec::new();
     let mut after_seq = None;
@@ -306,31 +309,73 @@ async fn candidates(ctx: &Ctx<'_>, transaction: &Transaction) -> Result<Vec<(Exp
     Ok(found)
 }
 
-/// Reconciles `transaction` with the expected payment it matches, if any (for the inbound
-/// worker and the sandbox simulation): stages a line item linking them (the transaction becomes
-/// `reconciled`), and the expected payment as `reconciled` with its transaction, line item and
-/// `reconciled` event. The expected payment must still be at the version read when the batch
-/// commits: a racing reconciliation or edit makes the batch fail with a conflict, to be retried.
-pub async fn reconcile(ctx: &Ctx<'_>, batch: &mut WriteBatch, transaction: &mut Transaction) -> Result<Option<ExpectedPayment>> {
-    let found = candidates(ctx, transaction).await?;
-    let expected: Vec<ExpectedPayment> = found.iter().map(|(e, _)| e.clone()).collect();
-    let Some(best) = best_match(&expected, transaction) else { return Ok(None) };
-    let version =
-        found.iter().find(|(e, _)| e.id == best.id).map(|(_, v)| *v).ok_or_else(|| Error::internal("a candidate without a version"))?;
-    let mut reconciled = best.clone();
+/// The expected payments a transaction can reconcile: same internal account, direction, currency.
+type PoolKey = (String, Direction, Currency);
+
+/// Reconciles the transactions of one batch (a bank file's): reads each pool of candidates once,
+/// and never hands one expected payment to two transactions of the batch. Use one per batch.
+#[derive(Debug, Default)]
+pub struct Reconciler {
+    pools: HashMap<PoolKey, Vec<(ExpectedPayment, i64)>>,
+}
+
+impl Reconciler {
+    pub fn new() -> Self {
+        Reconciler::default()
+    }
+
+    /// Reconciles `transaction` with the expected payment it matches, if any: stages a line item
+    /// linking them (the transaction becomes `reconciled`), and the expected payment as
+    /// `reconciled` with its transaction, line item and `reconciled` event. The expected payment
+    /// must still be at the version read when the batch commits: a racing reconciliation or edit
+    /// makes the batch fail with a conflict, to be retried.
+    pub async fn reconcile(
+        &mut self,
+        ctx: &Ctx<'_>,
+        batch: &mut WriteBatch,
+        transaction: &mut Transaction,
+    ) -> Result<Option<ExpectedPayment>> {
+        let key: PoolKey = (transaction.internal_account_id.clone(), transaction.direction, transaction.currency);
+        if !self.pools.contains_key(&key) {
+            let found = candidates(ctx, &key).await?;
+            self.pools.insert(key.clone(), found);
+        }
+        let pool = self.pools.get_mut(&key).ok_or_else(|| Error::internal("a reconciliation pool just loaded"))?;
+        let expected: Vec<ExpectedPayment> = pool.iter().map(|(e, _)| e.clone()).collect();
+        let Some(best_id) = best_match(&expected, transaction).map(|e| e.id.clone()) else { return Ok(None) };
+        let at = pool.iter().position(|(e, _)| e.id == best_id).ok_or_else(|| Error::internal("a match outside its pool"))?;
+        let (best, version) = pool.swap_remove(at);
+        stage_reconciled(ctx, batch, transaction, best, version).map(Some)
+    }
+}
+
+/// Stages `expected` (read at `version`) as reconciled by `transaction`, with their line item.
+fn stage_reconciled(
+    ctx: &Ctx<'_>,
+    batch: &mut WriteBatch,
+    transaction: &mut Transaction,
+    mut expected: ExpectedPayment,
+    version: i64,
+) -> Result<ExpectedPayment> {
     let amount = transaction.amount;
-    let item = transaction::stage_line_item(ctx, batch, transaction, Settles::ExpectedPayment(reconciled.id.clone()), amount)?;
-    reconciled.status = "reconciled".into();
-    reconciled.transaction_id = Some(transaction.id.clone());
-    reconciled.transaction_line_item_id = Some(item.id);
-    reconciled.amount_reconciled = Some(amount);
-    reconciled.amount_unreconciled = Some(0);
-    reconciled.reconciliation_method = Some("automatic".into());
-    reconciled.updated_at = ctx.now;
-    let json = to_json(&reconciled)?;
-    batch.push(Write::Replace { record: reconciled.record(ctx.scope, json.clone()), expected_version: version });
-    batch.push(Write::Insert(event::record(ctx.scope, KIND, "reconciled", &reconciled.id, &json, ctx.now)?));
-    Ok(Some(reconciled))
+    let item = transaction::stage_line_item(ctx, batch, transaction, Settles::ExpectedPayment(expected.id.clone()), amount)?;
+    expected.status = "reconciled".into();
+    expected.transaction_id = Some(transaction.id.clone());
+    expected.transaction_line_item_id = Some(item.id);
+    expected.amount_reconciled = Some(amount);
+    expected.amount_unreconciled = Some(0);
+    expected.reconciliation_method = Some("automatic".into());
+    expected.updated_at = ctx.now;
+    let json = to_json(&expected)?;
+    batch.push(Write::Replace { record: expected.record(ctx.scope, json.clone()), expected_version: version });
+    batch.push(Write::Insert(event::record(ctx.scope, KIND, "reconciled", &expected.id, &json, ctx.now)?));
+    Ok(expected)
+}
+
+/// Reconciles one transaction (see [`Reconciler::reconcile`]); a batch that books several
+/// transactions uses one [`Reconciler`] for all of them instead.
+pub async fn reconcile(ctx: &Ctx<'_>, batch: &mut WriteBatch, transaction: &mut Transaction) -> Result<Option<ExpectedPayment>> {
+    Reconciler::new().reconcile(ctx, batch, transaction).await
 }
 
 pub async fn create(ctx: &Ctx<'_>, commit: &dyn Commit, input: &ExpectedPaymentInput) -> Result<String> {
@@ -535,6 +580,7 @@ mod tests {
             foreign_exchange_rate: None,
             custom_identifiers: Default::default(),
             version: None,
+            staged: false,
         }
     }
 
