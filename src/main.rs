@@ -235,8 +235,16 @@ enum BankCommand {
         #[arg(long, default_value_t = 60)]
         wait_secs: u64,
     },
-    /// List the files sent to banks (id, name, sha256, direction, rail, orders, totals, status,
-    /// upload time); `bank files show FILE_ID` prints one file's bytes.
+    /// Read a connection's inbound folder now: the bank's returns, status reports and
+    /// statements are applied, each file once and whole (SPEC B5). Prints a line per file.
+    Inbound {
+        connection_id: String,
+        /// Longest wait for a read of the folder running elsewhere, in seconds.
+        #[arg(long, default_value_t = 60)]
+        wait_secs: u64,
+    },
+    /// List the files sent to and received from banks (id, name, sha256, direction, rail or
+    /// format, orders, totals, status, upload time); `bank files show FILE_ID` prints one file's bytes.
     Files(BankFilesArgs),
 }
 
@@ -254,7 +262,7 @@ struct BankFilesArgs {
 
 #[derive(Subcommand)]
 enum BankFilesCommand {
-    /// Print a file's bytes on stdout, exactly as uploaded.
+    /// Print a file's bytes on stdout, exactly as uploaded or received.
     Show { file_id: String },
 }
 
@@ -607,38 +615,104 @@ async fn run_bank(
                 anyhow::bail!("some files were not uploaded; their orders stay processing until a later attempt uploads them");
             }
         }
+        BankCommand::Inbound { connection_id, wait_secs } => {
+            let registered = cutoff::connection(store.as_ref(), &connection_id).await?;
+            let now = payrail::domain::time::Clock::now(&SystemClock);
+            let Some(received) =
+                payrail::bank::inbound::poll(store, secrets, data_dir, &registered, now, std::time::Duration::from_secs(wait_secs)).await?
+            else {
+                anyhow::bail!(
+                    "connection {connection_id}'s inbound folder is still being read by another process (waited {wait_secs} s); nothing was done"
+                )
+            };
+            if received.is_empty() {
+                println!("connection {connection_id}'s inbound folder is empty");
+            }
+            for r in &received {
+                print_received(r);
+            }
+        }
         BankCommand::Files(BankFilesArgs { command: Some(BankFilesCommand::Show { file_id }), .. }) => {
-            cutoff::show_file(store.as_ref(), data_dir, &file_id, &mut std::io::stdout().lock()).await?;
+            let mut out = std::io::stdout().lock();
+            if !payrail::bank::inbound::show_file(store.as_ref(), &file_id, &mut out).await? {
+                cutoff::show_file(store.as_ref(), data_dir, &file_id, &mut out).await?;
+            }
         }
         BankCommand::Files(BankFilesArgs { command: None, connection, json }) => {
             let files = cutoff::list_files(store.as_ref(), connection.as_deref()).await?;
+            let received = payrail::bank::inbound::list_files(store.as_ref(), connection.as_deref()).await?;
             if json {
-                println!("{}", serde_json::Value::Array(files.iter().map(|f| cutoff::file_json(&f.scope, &f.file)).collect()));
+                let sent = files.iter().map(|f| cutoff::file_json(&f.scope, &f.file));
+                let got = received.iter().map(|f| payrail::bank::inbound::file_json(&f.scope, &f.file));
+                println!("{}", serde_json::Value::Array(sent.chain(got).collect()));
             } else {
-                println!(
-                    "{:<36}  {:<40}  {:<4}  {:<8}  {:<8}  {:>7}  {:>14}  {:>14}  {:<27}  SHA256",
-                    "ID", "NAME", "RAIL", "DIRECTION", "STATUS", "ORDERS", "CREDIT_TOTAL", "DEBIT_TOTAL", "UPLOADED_AT"
-                );
-                for stored in &files {
-                    let f = &stored.file;
-                    let uploaded = f.uploaded_at.map(|t| t.to_string()).unwrap_or_else(|| "-".into());
-                    println!(
-                        "{:<36}  {:<40}  {:<4}  {:<8}  {:<8}  {:>7}  {:>14}  {:>14}  {uploaded:<27}  {}",
-                        f.id,
-                        f.name,
-                        f.rail,
-                        f.direction,
-                        f.status.as_str(),
-                        f.order_count,
-                        f.credit_total,
-                        f.debit_total,
-                        f.sha256.as_deref().unwrap_or("-")
-                    );
-                }
+                print_files(&files, &received);
             }
         }
     }
     Ok(())
+}
+
+/// The table of `payrail bank files`: sent files, then received ones.
+fn print_files(files: &[payrail::bank::cutoff::files::Stored], received: &[payrail::bank::inbound::record::Stored]) {
+    println!(
+        "{:<36}  {:<40}  {:<13}  {:<9}  {:<8}  {:>7}  {:>14}  {:>14}  {:<27}  SHA256",
+        "ID", "NAME", "RAIL", "DIRECTION", "STATUS", "ORDERS", "CREDIT_TOTAL", "DEBIT_TOTAL", "UPLOADED_AT"
+    );
+    for stored in files {
+        let f = &stored.file;
+        let uploaded = f.uploaded_at.map(|t| t.to_string()).unwrap_or_else(|| "-".into());
+        println!(
+            "{:<36}  {:<40}  {:<13}  {:<9}  {:<8}  {:>7}  {:>14}  {:>14}  {uploaded:<27}  {}",
+            f.id,
+            f.name,
+            f.rail,
+            f.direction,
+            f.status.as_str(),
+            f.order_count,
+            f.credit_total,
+            f.debit_total,
+            f.sha256.as_deref().unwrap_or("-")
+        );
+    }
+    for stored in received {
+        let f = &stored.file;
+        println!(
+            "{:<36}  {:<40}  {:<13}  {:<9}  {:<8}  {:>7}  {:>14}  {:>14}  {:<27}  {}",
+            f.id,
+            f.name,
+            f.format.as_deref().unwrap_or("-"),
+            f.direction,
+            f.status.as_str(),
+            f.effects.orders,
+            "-",
+            "-",
+            f.created_at.to_string(),
+            f.sha256
+        );
+    }
+}
+
+/// One line of `payrail bank inbound`.
+fn print_received(r: &payrail::bank::inbound::Received) {
+    let e = &r.effects;
+    let id = r.file_id.as_deref().unwrap_or("-");
+    match &r.error {
+        Some(err) => println!("{id}  {}  {}  {err}", r.name, r.status.as_str()),
+        None if r.already_applied => println!("{id}  {}  {}  (applied before; removed from the folder)", r.name, r.status.as_str()),
+        None => println!(
+            "{id}  {}  {}  answers={}  orders={}  transactions={}  returns={}  balance_reports={}  reconciled={}  unmatched={}",
+            r.name,
+            r.status.as_str(),
+            e.answers,
+            e.orders,
+            e.transactions,
+            e.returns,
+            e.balance_reports,
+            e.reconciled,
+            e.notes_total
+        ),
+    }
 }
 
 async fn run_keys(store: &dyn payrail::store::Store, command: KeysCommand) -> anyhow::Result<()> {

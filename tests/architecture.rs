@@ -22,7 +22,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("http", &["app", "base", "config", "domain", "error", "store"]),
     ("api", &["app", "base", "config", "domain", "error", "http", "store"]),
     ("webhooks", &["app", "base", "config", "domain", "error", "store"]),
-    ("sandbox", &["app", "base", "config", "domain", "error", "store"]),
+    ("sandbox", &["app", "bank", "base", "config", "domain", "error", "store"]),
     ("ledger_monitor", &["app", "base", "config", "domain", "error", "store"]),
     ("bank", &["app", "base", "config", "domain", "error", "store"]),
 ];

@@ -12,121 +12,19 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::{Key, TestServer, json};
+use common::bank::*;
+use common::{TestServer, json};
 use payrail::base::api_key::Scope;
-use payrail::domain::api_key::Mode;
 use payrail::domain::payment_order::PaymentOrder;
 use payrail::store::{Filter, ListQuery, ObjectRecord, Store, Write, WriteBatch};
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 
 const XSD: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/compat/iso20022/xsd/pain.001.001.09.xsd");
-
-// ---- set-up ----
-
-/// A local time 12 hours from now in New York: the scheduled worker never reaches it during a test.
-fn far_cutoff() -> String {
-    let later = jiff::Timestamp::now().checked_add(jiff::SignedDuration::from_hours(12)).unwrap();
-    later.to_zoned(jiff::tz::TimeZone::get("America/New_York").unwrap()).strftime("%H:%M").to_string()
-}
-
-/// Registers a live directory connection for `org` with ACH and ISO 20022 identities and the
-/// given cut-off time; returns its id and its outbound folder.
-async fn bank(server: &TestServer, org: &str, cutoff: &str) -> (String, PathBuf) {
-    let dir = server.dir.path().join(format!("bank-{org}"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let config = dir.join("connection.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"name = "Acme Bank"
-organization = "{org}"
-mode = "live"
-timezone = "America/New_York"
-cutoffs = ["{cutoff}"]
-[transport]
-kind = "directory"
-outbound_dir = "outbound"
-inbound_dir = "inbound"
-[ach]
-immediate_destination = "021000021"
-immediate_destination_name = "ACME BANK"
-immediate_origin = "1234567890"
-immediate_origin_name = "ACME CORP"
-company_id = "1234567890"
-company_name = "ACME CORP"
-[iso20022]
-initiating_party_name = "ACME CORP"
-debtor_agent_bic = "ACMEUS33XXX"
-"#
-        ),
-    )
-    .unwrap();
-    let output = common::cli(server, &["connections", "add", "--config", config.to_str().unwrap(), "--json"]).await;
-    assert!(output.status.success(), "connections add: {}", String::from_utf8_lossy(&output.stderr));
-    let added: Value = serde_json::from_slice(&output.stdout).unwrap();
-    (added["id"].as_str().unwrap().to_owned(), dir.join("outbound").canonicalize().unwrap())
-}
-
-/// A live tenant with a connection and an internal account on it.
-struct Live {
-    key: Key,
-    connection: String,
-    outbound: PathBuf,
-    account: String,
-}
-
-async fn live(server: &TestServer, org: &str) -> Live {
-    live_at(server, org, &far_cutoff()).await
-}
-
-async fn live_at(server: &TestServer, org: &str, cutoff: &str) -> Live {
-    let key = server.key_for(org, Mode::Live).await;
-    let (connection, outbound) = bank(server, org, cutoff).await;
-    let body = json!({"name": "Operating", "currency": "USD", "party_name": "Acme Corp", "connection_id": connection});
-    let (status, account) = json(server.post("/api/internal_accounts", &key, &body).send().await.unwrap()).await;
-    assert_eq!(status, 201, "{account}");
-    Live { key, connection, outbound, account: account["id"].as_str().unwrap().to_owned() }
-}
-
-fn ach_receiving(name: &str) -> Value {
-    json!({
-        "party_name": name,
-        "account_type": "checking",
-        "account_details": [{"account_number": "123456789"}],
-        "routing_details": [{"routing_number": "121141822", "routing_number_type": "aba"}],
-    })
-}
-
-fn wire_receiving(name: &str) -> Value {
-    json!({
-        "party_name": name,
-        "party_address": {"line1": "1 Main St", "locality": "Springfield", "region": "IL", "postal_code": "62701", "country": "US"},
-        "account_details": [{"account_number": "987654321"}],
-        "routing_details": [{"routing_number": "021000021", "routing_number_type": "aba"}],
-    })
-}
-
-/// Creates a payment order (approved at creation); returns it.
-async fn order(server: &TestServer, live: &Live, body: Value) -> Value {
-    let mut body = body;
-    body["originating_account_id"] = json!(live.account);
-    let (status, created) = json(server.post("/api/payment_orders", &live.key, &body).send().await.unwrap()).await;
-    assert_eq!(status, 201, "{created}");
-    assert_eq!(created["status"], "approved");
-    created
-}
-
-async fn get_order(server: &TestServer, live: &Live, id: &str) -> Value {
-    let (status, body) = json(server.get(&format!("/api/payment_orders/{id}"), &live.key).send().await.unwrap()).await;
-    assert_eq!(status, 200, "{body}");
-    body
-}
 
 /// The `payrail` command on `server`'s database, as `common::cli` runs it, not yet started.
 async fn payrail(server: &TestServer, args: &[&str]) -> Command {
@@ -151,29 +49,6 @@ async fn payrail(server: &TestServer, args: &[&str]) -> Command {
 async fn cutoff(server: &TestServer, connection: &str) -> std::process::Output {
     let mut command = payrail(server, &["bank", "cutoff", connection]).await;
     tokio::task::spawn_blocking(move || command.output().unwrap()).await.unwrap()
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// The files in a folder, by name (no `.part` may be among them).
-fn folder(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read(&p).unwrap()))
-        .collect()
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
-}
-
-async fn bank_files(server: &TestServer, connection: &str) -> Vec<Value> {
-    let output = common::cli(server, &["bank", "files", "--connection", connection, "--json"]).await;
-    assert!(output.status.success(), "bank files: {}", text(&output.stderr));
-    serde_json::from_slice::<Value>(&output.stdout).unwrap().as_array().unwrap().clone()
 }
 
 // ---- the independent checkers ----

@@ -256,6 +256,50 @@ pub async fn add(store: &dyn Store, secrets: &SecretBox, text: &str, base_dir: &
     Ok(Registered { scope, connection: record })
 }
 
+/// Whether `registered` is an organization's built-in sandbox connection (SPEC B7).
+pub fn is_builtin_sandbox(registered: &Registered) -> bool {
+    !registered.scope.live_mode && registered.connection.id == connection::builtin(&registered.scope, registered.connection.created_at).id
+}
+
+/// The folder pair of a built-in sandbox connection: under the data directory, where the
+/// sandbox bank (`sandbox/`) reads what Payrail sends and leaves its answers.
+pub fn sandbox_folders(data_dir: &Path, connection_id: &str) -> (PathBuf, PathBuf) {
+    let root = data_dir.join("sandbox-bank").join(connection_id);
+    (root.join("outbound"), root.join("inbound"))
+}
+
+/// The settings of a built-in sandbox connection: files go to its folder pair (SPEC B7) with
+/// the sandbox bank's identities (its routing number, Payrail's sandbox BIC); no cut-off times,
+/// since the sandbox bank takes orders as they become due.
+pub fn sandbox_settings(data_dir: &Path, connection_id: &str) -> Settings {
+    let (outbound_dir, inbound_dir) = sandbox_folders(data_dir, connection_id);
+    Settings {
+        timezone: "America/New_York".into(),
+        cutoffs: Vec::new(),
+        transport: TransportSettings::Directory { outbound_dir, inbound_dir },
+        ach: Some(AchSettings {
+            immediate_destination: crate::domain::internal_account::SANDBOX_ROUTING_NUMBER.into(),
+            immediate_destination_name: "PAYRAIL SANDBOX BANK".into(),
+            immediate_origin: "1000000000".into(),
+            immediate_origin_name: "PAYRAIL SANDBOX".into(),
+            company_id: "1000000000".into(),
+            company_name: "PAYRAIL SANDBOX".into(),
+        }),
+        iso20022: Some(IsoSettings { initiating_party_name: "PAYRAIL SANDBOX".into(), debtor_agent_bic: SANDBOX_BIC.into() }),
+    }
+}
+
+/// The sandbox bank's BIC in its files.
+pub const SANDBOX_BIC: &str = "PAYRUS33XXX";
+
+/// A connection's settings: the stored ones, or a built-in sandbox connection's.
+pub async fn settings_for(store: &dyn Store, data_dir: &Path, registered: &Registered) -> anyhow::Result<Settings> {
+    if is_builtin_sandbox(registered) {
+        return Ok(sandbox_settings(data_dir, &registered.connection.id));
+    }
+    settings(store, registered).await
+}
+
 /// A connection's stored settings.
 pub async fn settings(store: &dyn Store, registered: &Registered) -> anyhow::Result<Settings> {
     let json = connection::settings(store, &registered.scope, &registered.connection.id)

@@ -3,7 +3,10 @@
 //!
 //! - `calendar`: Federal Reserve banking days and the ACH effective entry date (B3).
 //! - `formats`: the file formats; `formats::nacha` writes and reads NACHA ACH files, and
-//!   `formats::iso20022` writes `pain.001.001.09` for wire, RTP and SEPA (B3).
+//!   `formats::iso20022` writes `pain.001.001.09` for wire, RTP and SEPA (B3). The banks'
+//!   answers (B5) are read by [`formats::read`] (NACHA returns and notifications of change,
+//!   `pain.002`, `camt.053`, `camt.054`) into `domain::bank_answer`, and each has a writer for
+//!   the sandbox bank (B7).
 //! - `ach`: what an ACH payment order must carry, checked at creation ([`ach::validate_order_for_ach`])
 //!   and turned into an entry at cut-off.
 //! - `rails`: the rails' rules at order creation, as the domain asks for them (B3).
@@ -19,5 +22,6 @@ pub mod calendar;
 pub mod connection;
 pub mod cutoff;
 pub mod formats;
+pub mod inbound;
 pub mod rails;
 pub mod transport;

@@ -201,7 +201,7 @@ impl ExternalAccount {
     }
 }
 
-fn parse(stored: &StoredObject) -> Result<ExternalAccount> {
+pub fn parse(stored: &StoredObject) -> Result<ExternalAccount> {
     serde_json::from_str(&stored.doc).map_err(|e| Error::internal(format!("stored external account {}: {e}", stored.id)))
 }
 

@@ -45,3 +45,8 @@ pub const EXPECTED_PAYMENT: &str = "expected_payment";
 pub const INCOMING_PAYMENT_DETAIL: &str = "incoming_payment_detail";
 /// An internal account's balances as the bank reported them (parent: the internal account).
 pub const BALANCE_REPORT: &str = "balance_report";
+/// A file received from a bank (SPEC B5, B6): its name, format, content hash and what it did.
+/// Never served by the API; the command line lists and shows files.
+pub const BANK_INBOUND_FILE: &str = "bank_inbound_file";
+/// A slice of a received file's bytes, kept so any instance can show the file.
+pub const BANK_INBOUND_FILE_CHUNK: &str = "bank_inbound_file_chunk";

@@ -10,6 +10,7 @@ pub mod bank_answer;
 pub mod bank_id;
 pub mod common;
 pub mod connection;
+pub mod correction;
 pub mod counterparty;
 pub mod enums;
 pub mod event;

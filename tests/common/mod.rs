@@ -2,6 +2,7 @@
 //! spoken to over verified HTTPS as a client would (the generated certificate is trusted).
 #![allow(dead_code, unused_macros)]
 
+pub mod bank;
 pub mod sshd;
 pub mod wire;
 

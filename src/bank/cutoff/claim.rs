@@ -179,7 +179,7 @@ async fn place(run: &Run<'_>, rail: Rail, page: Vec<StoredObject>) -> Result<Vec
     let mut due: Vec<(StoredObject, PaymentOrder)> = Vec::with_capacity(page.len());
     for stored in page {
         let order = carry::read(&stored)?;
-        if order.live_mode && order.process_after.is_none_or(|at| at <= run.now) {
+        if run.is_due(&order) {
             due.push((stored, order));
         }
     }

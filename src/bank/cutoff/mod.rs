@@ -32,7 +32,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, anyhow, bail};
+use anyhow::{Context, anyhow};
 
 use crate::base::api_key::Scope;
 use crate::base::secret_box::SecretBox;
@@ -60,6 +60,20 @@ pub struct Run<'a> {
     /// carry it as their creation time.
     pub now: Timestamp,
     pub data_dir: &'a Path,
+    /// Sandbox orders wait this long after their last change before a cut-off takes them (the
+    /// sandbox bank's pace, `--sandbox-step-ms`); live orders only wait for `process_after`.
+    pub sandbox_pace: Duration,
+}
+
+impl Run<'_> {
+    /// Whether `order` is due at this cut-off.
+    pub fn is_due(&self, order: &crate::domain::payment_order::PaymentOrder) -> bool {
+        if order.live_mode {
+            return order.process_after.is_none_or(|at| at <= self.now);
+        }
+        let pace = self.sandbox_pace.as_micros() as i64;
+        crate::domain::payment_order::bank::ready_at(order).is_some_and(|at| at.plus_micros(pace) <= self.now)
+    }
 }
 
 /// Which files a run takes on.
@@ -96,10 +110,23 @@ pub async fn run(
     mode: Mode,
     wait: Duration,
 ) -> anyhow::Result<Report> {
-    if !connection.scope.live_mode {
-        bail!("connection {} is a sandbox connection: the sandbox bank carries its orders", connection.connection.id);
-    }
-    let settings = bank_connection::settings(store.as_ref(), connection).await?;
+    run_paced(store, secrets, data_dir, connection, now, mode, wait, Duration::ZERO).await
+}
+
+/// [`run`], with sandbox orders taken only `sandbox_pace` after their last change (the sandbox
+/// bank's worker runs its connections' cut-offs so, SPEC B7).
+#[allow(clippy::too_many_arguments)]
+pub async fn run_paced(
+    store: Arc<dyn Store>,
+    secrets: &SecretBox,
+    data_dir: &Path,
+    connection: &Registered,
+    now: Timestamp,
+    mode: Mode,
+    wait: Duration,
+    sandbox_pace: Duration,
+) -> anyhow::Result<Report> {
+    let settings = bank_connection::settings_for(store.as_ref(), data_dir, connection).await?;
     let outbox = outbox::for_transport(&settings.transport, &connection.connection.id, secrets);
     let Some(lease) = Lease::take(store.clone(), &lease::name_of(&connection.connection.id), wait).await? else {
         return Ok(None);
@@ -113,6 +140,7 @@ pub async fn run(
         outbox: outbox.as_ref(),
         now,
         data_dir,
+        sandbox_pace,
     };
     let result = run_leased(&run, mode).await;
     lease.release().await;

@@ -17,10 +17,8 @@ use anyhow::{Context, bail};
 use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 
-use crate::bank::connection::{TransportSettings, identity_purpose};
-use crate::bank::transport::Transport;
-use crate::bank::transport::directory::DirectoryTransport;
-use crate::bank::transport::sftp::{SftpSettings, SftpTransport, Timeouts};
+use crate::bank::connection::TransportSettings;
+use crate::bank::transport::{Transport, for_connection};
 use crate::base::secret_box::SecretBox;
 
 /// Uploads finished files to the bank.
@@ -33,31 +31,9 @@ pub trait Outbox: Send + Sync {
 
 /// The outbox of a connection's transport; `connection_id` binds its sealed identity key.
 pub fn for_transport(transport: &TransportSettings, connection_id: &str, secrets: &SecretBox) -> Box<dyn Outbox> {
-    match transport {
-        TransportSettings::Directory { outbound_dir, inbound_dir } => {
-            Box::new(TransportOutbox(Box::new(DirectoryTransport::new(outbound_dir.clone(), inbound_dir.clone()))))
-        }
-        TransportSettings::Sftp { host, port, user, host_key, identity_sealed, outbound_dir, inbound_dir } => {
-            let settings = SftpSettings {
-                host: host.clone(),
-                port: *port,
-                user: user.clone(),
-                host_key: host_key.clone(),
-                outbound_dir: outbound_dir.clone(),
-                inbound_dir: inbound_dir.clone(),
-                timeouts: Timeouts::default(),
-            };
-            let identity = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, identity_sealed)
-                .map_err(|e| format!("the stored identity key is not base64: {e}"))
-                .and_then(|sealed| {
-                    secrets.open(&sealed, &identity_purpose(connection_id)).map_err(|e| format!("the identity key does not open: {e}"))
-                });
-            let transport = identity.and_then(|key| SftpTransport::new(settings, &key).map_err(|e| e.to_string()));
-            match transport {
-                Ok(transport) => Box::new(TransportOutbox(Box::new(transport))),
-                Err(reason) => Box::new(Unavailable { reason: format!("sftp://{host}:{port}: {reason}") }),
-            }
-        }
+    match for_connection(transport, connection_id, secrets) {
+        Ok(transport) => Box::new(TransportOutbox(transport)),
+        Err(reason) => Box::new(Unavailable { reason }),
     }
 }
 

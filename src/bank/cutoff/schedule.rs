@@ -1,6 +1,7 @@
 //! Scheduled cut-offs inside `payrail serve` (SPEC B2): a background worker that runs each live
-//! connection's cut-off at its local cut-off times, and retries failed uploads as their backoff
-//! comes due. It uses the store and the domain, never HTTP.
+//! connection's cut-off at its local cut-off times, retries failed uploads as their backoff
+//! comes due, and reads each connection's inbound folder every tick (SPEC B5,
+//! `bank::inbound`). It uses the store and the domain, never HTTP.
 //!
 //! Finding connections: every tick (`bank_tick_ms`, 15 s by default) the worker reads every
 //! registered connection of every tenant (`domain::connection::all`), so a connection added by
@@ -92,6 +93,10 @@ pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
                 for registered in all.iter().filter(|r| r.scope.live_mode) {
                     if let Err(err) = tick(&state, registered, &mut seen).await {
                         tracing::warn!(connection = %registered.connection.id, error = %format!("{err:#}"), "a scheduled cut-off failed; the next tick tries again");
+                    }
+                    let (store, data_dir, now) = (state.store.clone(), &state.config.data_dir, state.clock.now());
+                    if let Err(err) = crate::bank::inbound::poll(store, &state.secrets, data_dir, registered, now, Duration::ZERO).await {
+                        tracing::warn!(connection = %registered.connection.id, error = %format!("{err:#}"), "reading the bank's inbound folder failed; the next tick tries again");
                     }
                 }
             }

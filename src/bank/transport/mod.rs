@@ -30,6 +30,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use async_trait::async_trait;
+
+use crate::bank::connection::{TransportSettings, identity_purpose};
+use crate::base::secret_box::SecretBox;
 use sha2::{Digest as _, Sha256};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -41,6 +44,35 @@ pub const PART_SUFFIX: &str = ".part";
 pub(crate) const CHUNK: usize = 256 * 1024;
 /// Most `NAME.N` tried by [`Transport::move_aside`] when `NAME` is taken in the aside folder.
 pub const MAX_ASIDE_SUFFIX: u32 = 99;
+
+/// The transport a connection's settings describe; `connection_id` binds its sealed identity
+/// key, unsealed here only to build the SFTP client. The error says why none can be built (a key
+/// that does not open), naming the bank's address, never the key.
+pub fn for_connection(transport: &TransportSettings, connection_id: &str, secrets: &SecretBox) -> Result<Box<dyn Transport>, String> {
+    match transport {
+        TransportSettings::Directory { outbound_dir, inbound_dir } => {
+            Ok(Box::new(directory::DirectoryTransport::new(outbound_dir.clone(), inbound_dir.clone())))
+        }
+        TransportSettings::Sftp { host, port, user, host_key, identity_sealed, outbound_dir, inbound_dir } => {
+            let settings = sftp::SftpSettings {
+                host: host.clone(),
+                port: *port,
+                user: user.clone(),
+                host_key: host_key.clone(),
+                outbound_dir: outbound_dir.clone(),
+                inbound_dir: inbound_dir.clone(),
+                timeouts: sftp::Timeouts::default(),
+            };
+            let identity = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, identity_sealed)
+                .map_err(|e| format!("the stored identity key is not base64: {e}"))
+                .and_then(|sealed| {
+                    secrets.open(&sealed, &identity_purpose(connection_id)).map_err(|e| format!("the identity key does not open: {e}"))
+                });
+            let transport = identity.and_then(|key| sftp::SftpTransport::new(settings, &key).map_err(|e| e.to_string()));
+            transport.map(|t| Box::new(t) as Box<dyn Transport>).map_err(|reason| format!("sftp://{host}:{port}: {reason}"))
+        }
+    }
+}
 
 /// A file in the bank's inbound folder.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -8,6 +8,7 @@
 //! the ids it refers to; each serialises to the wire form it always had, and its
 //! `#[schema(...)]` publishes that wire form.
 
+pub mod answers;
 pub mod bank;
 pub mod carry;
 pub mod ops;

@@ -343,7 +343,7 @@ pub(super) fn parse(stored: &StoredObject) -> Result<PaymentOrder> {
     serde_json::from_str(&stored.doc).map_err(|e| Error::internal(format!("stored payment order {}: {e}", stored.id)))
 }
 
-fn record(ctx: &Ctx<'_>, order: &PaymentOrder, json: String) -> ObjectRecord {
+pub(super) fn record(ctx: &Ctx<'_>, order: &PaymentOrder, json: String) -> ObjectRecord {
     ObjectRecord {
         id: order.id.to_string(),
         kind: KIND,
@@ -552,7 +552,7 @@ pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &Paymen
 }
 
 /// Stages what the order's move to `to` does to its ledger transaction, if it has one (SPEC G7).
-async fn follow_ledger(ctx: &Ctx<'_>, batch: &mut WriteBatch, order: &PaymentOrder, to: Status) -> Result<()> {
+pub(super) async fn follow_ledger(ctx: &Ctx<'_>, batch: &mut WriteBatch, order: &PaymentOrder, to: Status) -> Result<()> {
     let (Some(txn_id), Some(follow)) = (&order.ledger_transaction_id, to.ledger_follow()) else { return Ok(()) };
     let return_id = order.current_return.as_ref().map(|r| r.id.clone());
     let link = return_id.as_deref().map(|id| ("return", id));
@@ -567,7 +567,9 @@ pub async fn bank_move(ctx: &Ctx<'_>, stored: &StoredObject) -> Result<Option<Wr
     order.updated_at = ctx.now;
     match to {
         Status::Failed => order.vendor_failure_reason = Some(bank::FAILURE_REASON.into()),
-        Status::Returned => order.current_return = Some(sandbox_return(&order, ctx.now)),
+        Status::Returned => {
+            order.current_return = Some(return_object(&order, Some(bank::RETURN_CODE.into()), bank::RETURN_REASON.into(), ctx.now))
+        }
         _ => {}
     }
     let json = to_json(&order)?;
@@ -582,10 +584,10 @@ pub async fn bank_move(ctx: &Ctx<'_>, stored: &StoredObject) -> Result<Option<Wr
     Ok(Some(batch))
 }
 
-/// The sandbox bank's return of `order` (magic amount 4040), in the shape a bank's return has.
-fn sandbox_return(order: &PaymentOrder, now: Timestamp) -> ReturnObject {
-    let new = returns::NewReturn { code: Some(bank::RETURN_CODE.into()), reason: Some(bank::RETURN_REASON.into()), ..Default::default() };
-    returns::build(order, new, now)
+/// The return `order` gets when its bank sends it back with `code` (`R01`; none for a wire)
+/// and `reason` (nothing staged: `returns::stage_record` stores it as a document of its own).
+pub(super) fn return_object(order: &PaymentOrder, code: Option<String>, reason: String, now: Timestamp) -> ReturnObject {
+    returns::build(order, returns::NewReturn { code, reason: Some(reason), ..Default::default() }, now)
 }
 
 #[cfg(test)]

@@ -1,6 +1,9 @@
 //! ISO 20022 files for the `wire`, `rtp` and `sepa` rails (SPEC B3): `pain.001.001.09`
 //! (Customer Credit Transfer Initiation), written by [`pain001`], checked against the official
-//! XSD kept in `compat/iso20022/xsd/` by `tests/iso20022_files.rs`.
+//! XSD kept in `compat/iso20022/xsd/` by `tests/iso20022_files.rs`. The banks' answers (SPEC B5,
+//! B7): [`pain002`] status reports and [`camt`] statements and notifications, read with the
+//! streaming [`read`] helper on quick-xml and written with the same [`xml`] writer; their XSDs
+//! are checked by `tests/bank_answers.rs`.
 //!
 //! The inputs are typed: amounts ([`Amount`], in minor units) with their [`Currency`] (written
 //! with its exponent), IBANs and BICs ([`Iban`], [`Bic`]), ABA routing numbers and the order's
@@ -14,7 +17,10 @@
 //! `pain.002` status reports (`OrgnlEndToEndId`) and `camt.053`/`camt.054` statements
 //! (`NtryDtls/TxDtls/Refs/EndToEndId`), which is how the inbound half finds the order (SPEC B5).
 
+pub mod camt;
 pub mod pain001;
+pub mod pain002;
+pub mod read;
 pub mod rules;
 pub mod text;
 pub mod xml;

@@ -60,6 +60,13 @@ impl TransactionCode {
         matches!(self.0 % 10, 3 | 8)
     }
 
+    /// The code a return or notification of change of an entry of this code carries: 21 for
+    /// 22/23 (checking credits), 26 for 27/28, 31 for 32/33, 36 for 37/38.
+    pub fn answer_of(self) -> Self {
+        let base = self.0 / 10 * 10;
+        TransactionCode(base + if self.direction() == EntryDirection::Credit { 1 } else { 6 })
+    }
+
     /// Returns and notifications of change (21, 26, 31, 36): a bank sends them, we never do.
     pub fn is_return_or_noc(self) -> bool {
         matches!(self.0 % 10, 1 | 6)
@@ -240,6 +247,8 @@ mod tests {
         assert!(returned.is_return_or_noc() && returned.direction() == Debit && !returned.is_prenote());
         assert!(TransactionCode::from_code(24).is_none() && TransactionCode::from_code(42).is_none());
         assert_eq!(TransactionCode::from_code(38).unwrap().account_type(), Savings);
+        let answers = [22, 23, 27, 28, 32, 33, 37, 38].map(|c| TransactionCode::from_code(c).unwrap().answer_of().code());
+        assert_eq!(answers, [21, 21, 26, 26, 31, 31, 36, 36], "b7: the return codes NACHA gives each original code");
     }
 
     #[test]

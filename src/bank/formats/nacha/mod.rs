@@ -10,15 +10,19 @@
 //!   totals as it goes; entries must arrive grouped by batch.
 //! - `file`: [`NachaFile`], batches grouped in memory, written through the writer.
 //! - `parse`: [`parse()`], which reads a file back and checks every count, hash and total.
+//! - `answers`: return and notification-of-change files (SPEC B5, B7): [`answers::read`] into
+//!   `domain::bank_answer` values, and [`answers::AnswerWriter`] for the sandbox bank.
 //!
 //! This module imports only `domain` (routing numbers) and `base`; the mapping from a payment
 //! order to an entry, and its 422s, is `bank::ach`.
 
+pub mod answers;
 pub mod codes;
 pub mod field;
 pub mod file;
 pub mod parse;
 pub mod records;
+pub mod return_reasons;
 pub mod writer;
 
 pub use codes::{AccountType, EntryDirection, FileIdModifier, SecCode, ServiceClass, TraceNumber, TransactionCode};

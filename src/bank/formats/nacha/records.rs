@@ -180,6 +180,21 @@ impl EntryDetail {
     /// The record in the layout of a batch of `sec`.
     pub fn to_line(&self, sec: SecCode) -> Result<String, FieldError> {
         self.check(sec)?;
+        self.render(sec)
+    }
+
+    /// The record of a return or notification-of-change entry (a bank's answer, which the
+    /// sandbox bank writes): a return code (21, 26, 31, 36) and the original entry's fields.
+    pub fn to_answer_line(&self, sec: SecCode) -> Result<String, FieldError> {
+        if !self.transaction_code.is_return_or_noc() {
+            return Err(FieldError::new(ENTRY_DETAIL, "transaction_code", "an answer entry carries a return code: 21, 26, 31 or 36"));
+        }
+        check_account(&self.account_number)?;
+        required(ENTRY_DETAIL, "receiver_name", &self.receiver_name)?;
+        self.render(sec)
+    }
+
+    fn render(&self, sec: SecCode) -> Result<String, FieldError> {
         let mut w = LineWriter::new(ENTRY_DETAIL, '6');
         w.numeric("transaction_code", u64::from(self.transaction_code.code()), 2)?;
         w.exact("receiving_dfi_identification", self.rdfi.as_str(), 9)?;
@@ -200,10 +215,7 @@ impl EntryDetail {
     /// The rules NACHA sets beyond field shapes.
     fn check(&self, sec: SecCode) -> Result<(), FieldError> {
         let err = |field, reason: &str| Err(FieldError::new(ENTRY_DETAIL, field, reason));
-        let account = &self.account_number;
-        if account.is_empty() || !account.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
-            return err("dfi_account_number", "must be 1 to 17 letters, digits or hyphens");
-        }
+        check_account(&self.account_number)?;
         if self.transaction_code.is_return_or_noc() {
             return err("transaction_code", "return and notification codes are only read, never originated");
         }
@@ -260,6 +272,13 @@ impl EntryDetail {
             trace,
         })
     }
+}
+
+fn check_account(account: &str) -> Result<(), FieldError> {
+    if account.is_empty() || !account.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
+        return Err(FieldError::new(ENTRY_DETAIL, "dfi_account_number", "must be 1 to 17 letters, digits or hyphens"));
+    }
+    Ok(())
 }
 
 /// An addenda record (type 7) of one of the three kinds Payrail writes or reads.

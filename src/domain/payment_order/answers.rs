@@ -1,0 +1,202 @@
+//! The bank's answers applied to payment orders (SPEC B4, B5): a `pain.002` rejection fails an
+//! order, a NACHA return returns it, a booked statement entry that matches it completes it.
+//!
+//! One answer file may speak of an order more than once (a statement entry, then its return), so
+//! the orders a file touches are read once into [`Orders`], moved in memory, and each is replaced
+//! once at the end ([`Orders::finish`]) against the version first read: a client or another
+//! instance that changed the order meanwhile makes the whole file's commit fail with a conflict,
+//! and the file is applied again from the start at the next poll.
+//!
+//! An answer that does not fit the order's status (a rejection of an order the bank already
+//! settled, the same return twice across two files) moves nothing and is reported back as a
+//! note, never an error: the bank's file is still applied whole.
+
+use std::collections::HashMap;
+
+use super::ops::{follow_ledger, parse, record, return_object, to_json};
+use super::status::{Actor, Status};
+use super::{KIND, PaymentOrder};
+use crate::domain::Ctx;
+use crate::domain::payment_order::ReturnObject;
+use crate::domain::{event, returns};
+use crate::error::Result;
+use crate::store::{Filter, ListQuery, Write, WriteBatch};
+
+/// What a bank's answer does to an order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// A booked entry settled it.
+    Completed,
+    /// The bank refused it (`pain.002` RJCT): `reason` becomes `vendor_failure_reason`.
+    Failed { reason: String },
+    /// It came back (a NACHA return): the bank's code (`R01`) and its reason.
+    Returned { code: Option<String>, reason: String },
+}
+
+/// An order one file touched, as it stands after the file's answers so far.
+#[derive(Debug)]
+pub struct Tracked {
+    pub order: PaymentOrder,
+    version: i64,
+    moved: bool,
+}
+
+/// What applying one answer to an order did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Applied {
+    /// The order moved to this status (a returned order carries its new `current_return`).
+    Moved(Status),
+    /// Nothing moved; why (the order's status did not allow it).
+    Skipped(String),
+}
+
+/// The orders one answer file touches, each read once and replaced once.
+#[derive(Default)]
+pub struct Orders {
+    by_id: HashMap<String, Tracked>,
+    trace_to_id: HashMap<String, Option<String>>,
+}
+
+impl Orders {
+    /// The order `id` of the caller's tenant, if there is one.
+    pub async fn by_id(&mut self, ctx: &Ctx<'_>, id: &str) -> Result<Option<&mut Tracked>> {
+        if !self.by_id.contains_key(id) {
+            let Some(stored) = ctx.store.get(KIND, ctx.scope, id).await? else { return Ok(None) };
+            let order = parse(&stored)?;
+            self.by_id.insert(id.to_owned(), Tracked { order, version: stored.version, moved: false });
+        }
+        Ok(self.by_id.get_mut(id))
+    }
+
+    /// The order whose `pain.001` `EndToEndId` is `end_to_end_id`: its UUID without dashes
+    /// (`bank::formats::iso20022::end_to_end_id`).
+    pub async fn by_end_to_end_id(&mut self, ctx: &Ctx<'_>, end_to_end_id: &str) -> Result<Option<&mut Tracked>> {
+        match uuid_of(end_to_end_id) {
+            Some(id) => self.by_id(ctx, &id).await,
+            None => Ok(None),
+        }
+    }
+
+    /// The ACH order whose entry carried the trace number `trace` (its `reference_numbers`).
+    pub async fn by_trace_number(&mut self, ctx: &Ctx<'_>, trace: &str) -> Result<Option<&mut Tracked>> {
+        if !self.trace_to_id.contains_key(trace) {
+            let query = ListQuery {
+                kind: KIND,
+                scope: ctx.scope.clone(),
+                filters: vec![Filter::Eq { name: "reference_number".into(), value: trace.into() }],
+                after_seq: None,
+                limit: 1,
+            };
+            let found = ctx.store.list(&query).await?.items.into_iter().next();
+            if let Some(stored) = &found
+                && !self.by_id.contains_key(&stored.id)
+            {
+                let order = parse(stored)?;
+                self.by_id.insert(stored.id.clone(), Tracked { order, version: stored.version, moved: false });
+            }
+            self.trace_to_id.insert(trace.to_owned(), found.map(|s| s.id));
+        }
+        match self.trace_to_id.get(trace).cloned().flatten() {
+            Some(id) => Ok(self.by_id.get_mut(&id)),
+            None => Ok(None),
+        }
+    }
+
+    /// Stages the replace of every order that moved, each against the version first read.
+    pub fn finish(self, ctx: &Ctx<'_>, batch: &mut WriteBatch) -> Result<usize> {
+        let mut moved = 0;
+        for tracked in self.by_id.into_values().filter(|t| t.moved) {
+            let json = to_json(&tracked.order)?;
+            batch.push(Write::Replace { record: record(ctx, &tracked.order, json), expected_version: tracked.version });
+            moved += 1;
+        }
+        Ok(moved)
+    }
+}
+
+/// `01920dfa78547011a1ff441cc96a09e9` as `01920dfa-7854-7011-a1ff-441cc96a09e9`.
+fn uuid_of(hex: &str) -> Option<String> {
+    if hex.len() != 32 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let h = hex.to_ascii_lowercase();
+    Some(format!("{}-{}-{}-{}-{}", &h[..8], &h[8..12], &h[12..16], &h[16..20], &h[20..]))
+}
+
+/// The statuses an order passes through to reach `to` from where it is, as the bank moves it:
+/// an entry that settles an order still `processing` (its file's upload not yet recorded) takes
+/// it through `sent`.
+fn path_to(from: Status, to: Status) -> Option<Vec<Status>> {
+    match (from, to) {
+        (Status::Processing, Status::Completed) => Some(vec![Status::Sent, Status::Completed]),
+        (Status::Processing, Status::Returned) => Some(vec![Status::Sent, Status::Returned]),
+        (from, to) if from.transition(to, Actor::Bank).is_ok() => Some(vec![to]),
+        _ => None,
+    }
+}
+
+/// Applies one answer to a tracked order: its status, the return or failure it records, an
+/// event per status reached, and what that does to its ledger transaction (SPEC G7).
+pub async fn apply(ctx: &Ctx<'_>, batch: &mut WriteBatch, tracked: &mut Tracked, outcome: Outcome) -> Result<Applied> {
+    let to = match &outcome {
+        Outcome::Completed => Status::Completed,
+        Outcome::Failed { .. } => Status::Failed,
+        Outcome::Returned { .. } => Status::Returned,
+    };
+    let from = tracked.order.status();
+    let Some(path) = path_to(from, to) else {
+        return Ok(Applied::Skipped(format!(
+            "payment order {} is {from}; the bank's answer would make it {to}",
+            tracked.order.id.as_str()
+        )));
+    };
+    for step in path {
+        let order = &mut tracked.order;
+        order.status = order.status.transition(step, Actor::Bank)?;
+        order.updated_at = ctx.now;
+        match (&outcome, step) {
+            (Outcome::Failed { reason }, Status::Failed) => order.vendor_failure_reason = Some(reason.clone()),
+            (Outcome::Returned { code, reason }, Status::Returned) => {
+                let ret = return_object(order, code.clone(), reason.clone(), ctx.now);
+                // A document of its own too (`GET /api/returns/{id}`), with its `created` event.
+                returns::stage_record(ctx, batch, &ret, order.counterparty_id.as_ref().map(|id| id.as_str()))?;
+                order.current_return = Some(ret);
+            }
+            _ => {}
+        }
+        let json = to_json(order)?;
+        batch.push(Write::Insert(event::record(ctx.scope, KIND, step.event_name(), order.id.as_str(), &json, ctx.now)?));
+        follow_ledger(ctx, batch, order, step).await?;
+    }
+    tracked.moved = true;
+    Ok(Applied::Moved(to))
+}
+
+/// The return an order got from this file, if it was returned by it.
+pub fn current_return(tracked: &Tracked) -> Option<&ReturnObject> {
+    tracked.order.current_return.as_ref()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn b5_end_to_end_ids_map_back_to_order_ids() {
+        assert_eq!(uuid_of("01920dfa78547011a1ff441cc96a09e9").as_deref(), Some("01920dfa-7854-7011-a1ff-441cc96a09e9"));
+        assert_eq!(uuid_of("01920DFA78547011A1FF441CC96A09E9").as_deref(), Some("01920dfa-7854-7011-a1ff-441cc96a09e9"));
+        assert_eq!(uuid_of("NOTPROVIDED"), None);
+        assert_eq!(uuid_of("01920dfa-7854-7011-a1ff-441cc96a09"), None);
+    }
+
+    #[test]
+    fn b4_settling_an_order_still_processing_passes_through_sent() {
+        assert_eq!(path_to(Status::Processing, Status::Completed), Some(vec![Status::Sent, Status::Completed]));
+        assert_eq!(path_to(Status::Sent, Status::Completed), Some(vec![Status::Completed]));
+        assert_eq!(path_to(Status::Completed, Status::Returned), Some(vec![Status::Returned]));
+        assert_eq!(path_to(Status::Sent, Status::Failed), Some(vec![Status::Failed]));
+        assert_eq!(path_to(Status::Completed, Status::Failed), None);
+        assert_eq!(path_to(Status::Returned, Status::Returned), None);
+        assert_eq!(path_to(Status::Approved, Status::Completed), None);
+    }
+}

@@ -1,0 +1,264 @@
+//! The bank's answers (SPEC B4, B5, B6, K): files dropped in a live connection's inbound folder
+//! are read by `payrail bank inbound` (as the server's worker does each tick), each applied once
+//! and whole: `pain.002` rejections fail orders, NACHA returns return them, `camt.053`
+//! statements make transactions and balance reports and complete the orders they settle.
+//! Unreadable files are moved aside and change nothing; the same bytes twice change nothing.
+
+#[macro_use]
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::bank::*;
+use common::{TestServer, json};
+use serde_json::{Value, json};
+
+const PAIN002_XSD: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/compat/iso20022/xsd/pain.002.001.03.xsd");
+
+/// A server whose bank worker never runs, so `payrail bank inbound` is the only reader of
+/// the folders and its output says what happened.
+async fn quiet_server() -> TestServer {
+    TestServer::start_with(|config| config.bank_tick_ms = 0).await
+}
+
+/// The connection's inbound folder (next to its outbound one).
+fn inbound(live: &Live) -> PathBuf {
+    live.outbound.parent().unwrap().join("inbound")
+}
+
+/// Drops `bytes` in the inbound folder as `name`, as the bank would (whole, then renamed).
+fn drop_file(live: &Live, name: &str, bytes: &[u8]) {
+    let dir = inbound(live);
+    std::fs::create_dir_all(&dir).unwrap();
+    let part = dir.join(format!(".{name}.tmp"));
+    std::fs::write(&part, bytes).unwrap();
+    std::fs::rename(&part, dir.join(name)).unwrap();
+}
+
+/// Runs `payrail bank inbound CONNECTION`; its stdout.
+async fn read_inbound(server: &TestServer, live: &Live) -> String {
+    let output = common::cli(server, &["bank", "inbound", &live.connection]).await;
+    assert!(output.status.success(), "bank inbound: {}\n{}", text(&output.stdout), text(&output.stderr));
+    text(&output.stdout)
+}
+
+/// Runs a cut-off now; every order it carried is `sent` after it.
+async fn cutoff_now(server: &TestServer, live: &Live) {
+    let output = common::cli(server, &["bank", "cutoff", &live.connection]).await;
+    assert!(output.status.success(), "bank cutoff: {}\n{}", text(&output.stdout), text(&output.stderr));
+}
+
+/// The order's `EndToEndId` in its pain.001: its UUID without dashes.
+fn end_to_end_id(order: &Value) -> String {
+    order["id"].as_str().unwrap().replace('-', "")
+}
+
+/// A `pain.002.001.03` status report with one transaction status per `(end-to-end id, status,
+/// reason code)`, as a bank writes it.
+fn pain002(statuses: &[(&str, &str, Option<&str>)]) -> String {
+    let mut tx = String::new();
+    for (e2e, status, reason) in statuses {
+        let reason = reason
+            .map(|code| format!("<StsRsnInf><Rsn><Cd>{code}</Cd></Rsn><AddtlInf>Closed account number</AddtlInf></StsRsnInf>"))
+            .unwrap_or_default();
+        tx.push_str(&format!("<TxInfAndSts><OrgnlEndToEndId>{e2e}</OrgnlEndToEndId><TxSts>{status}</TxSts>{reason}</TxInfAndSts>"));
+    }
+    format!(
+        r#"<?xml version="1.0" encoding="UTF-8"?>
+<Document xmlns="urn:iso:std:iso:20022:tech:xsd:pain.002.001.03"><CstmrPmtStsRpt><GrpHdr><MsgId>STS-20261126-1</MsgId><CreDtTm>2026-11-26T10:00:00</CreDtTm></GrpHdr><OrgnlGrpInfAndSts><OrgnlMsgId>PAYRAIL-1</OrgnlMsgId><OrgnlMsgNmId>pain.001.001.09</OrgnlMsgNmId></OrgnlGrpInfAndSts><OrgnlPmtInfAndSts><OrgnlPmtInfId>PMT-1</OrgnlPmtInfId>{tx}</OrgnlPmtInfAndSts></CstmrPmtStsRpt></Document>
+"#
+    )
+}
+
+fn assert_xsd_valid(xsd: &str, bytes: &[u8]) {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), bytes).unwrap();
+    let output = std::process::Command::new("xmllint").args(["--noout", "--schema", xsd]).arg(file.path()).output().expect("xmllint");
+    let said = format!("{}{}", text(&output.stdout), text(&output.stderr));
+    assert!(output.status.success() && said.contains("validates"), "the sample fails the official XSD:\n{said}");
+}
+
+async fn events_of(server: &TestServer, live: &Live, entity: &str) -> Vec<String> {
+    let (status, body) = json(server.get(&format!("/api/events?entity_id={entity}"), &live.key).send().await.unwrap()).await;
+    assert_eq!(status, 200, "{body}");
+    body.as_array().unwrap().iter().map(|e| e["event_name"].as_str().unwrap().to_owned()).collect()
+}
+
+fn names_in(dir: &Path) -> Vec<String> {
+    if !dir.exists() {
+        return Vec::new();
+    }
+    let mut names: Vec<String> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    names
+}
+
+on_both_stores! {
+    /// B4, B5, B6: a pain.002 rejection fails the wire order it names (reason kept), once; the
+    /// file leaves the inbound folder, is listed as received and shown byte for byte; the same
+    /// bytes again under another name change nothing; an accepted status moves nothing.
+    #[tokio::test]
+    async fn b5_a_pain002_rejection_fails_the_order_once_and_the_file_is_kept() {
+        let server = quiet_server().await;
+        let live = live(&server, "acme").await;
+        let rejected = order(&server, &live, json!({"type": "wire", "amount": 1_000_000, "direction": "credit", "receiving_account": wire_receiving("Widgets Inc")})).await;
+        let accepted = order(&server, &live, json!({"type": "wire", "amount": 5_000, "direction": "credit", "receiving_account": wire_receiving("Gadgets LLC")})).await;
+        cutoff_now(&server, &live).await;
+        let id = rejected["id"].as_str().unwrap();
+        assert_eq!(get_order(&server, &live, id).await["status"], "sent");
+
+        let report = pain002(&[(&end_to_end_id(&rejected), "RJCT", Some("AC04")), (&end_to_end_id(&accepted), "ACCP", None)]);
+        assert_xsd_valid(PAIN002_XSD, report.as_bytes());
+        drop_file(&live, "status-1.xml", report.as_bytes());
+        let printed = read_inbound(&server, &live).await;
+        assert!(printed.contains("status-1.xml") && printed.contains("applied") && printed.contains("orders=1"), "{printed}");
+
+        let failed = get_order(&server, &live, id).await;
+        assert_eq!(failed["status"], "failed", "{failed}");
+        assert_eq!(failed["vendor_failure_reason"], "AC04: Closed account number");
+        assert_eq!(get_order(&server, &live, accepted["id"].as_str().unwrap()).await["status"], "sent", "ACCP moves nothing");
+        assert_eq!(events_of(&server, &live, id).await.iter().filter(|e| *e == "failed").count(), 1);
+        assert!(names_in(&inbound(&live)).is_empty(), "an applied file leaves the folder");
+
+        let files = bank_files(&server, &live.connection).await;
+        let received: Vec<&Value> = files.iter().filter(|f| f["direction"] == "inbound").collect();
+        assert_eq!(received.len(), 1, "{files:?}");
+        assert_eq!((received[0]["status"].as_str(), received[0]["rail"].as_str()), (Some("applied"), Some("pain.002")));
+        assert_eq!(received[0]["sha256"], sha256_hex(report.as_bytes()));
+        let shown = common::cli(&server, &["bank", "files", "show", received[0]["id"].as_str().unwrap()]).await;
+        assert!(shown.status.success(), "{}", text(&shown.stderr));
+        assert_eq!(shown.stdout, report.as_bytes(), "kept byte for byte");
+
+        // The same bytes again, under another name: applied before, nothing changes.
+        drop_file(&live, "status-1-again.xml", report.as_bytes());
+        let printed = read_inbound(&server, &live).await;
+        assert!(printed.contains("applied before"), "{printed}");
+        assert_eq!(events_of(&server, &live, id).await.iter().filter(|e| *e == "failed").count(), 1, "never failed twice");
+        assert_eq!(bank_files(&server, &live.connection).await.iter().filter(|f| f["direction"] == "inbound").count(), 1);
+        assert!(names_in(&inbound(&live)).is_empty());
+    }
+
+    /// B5: a file that cannot be read is moved aside (`rejected/NAME`), recorded as rejected with
+    /// the reason and an event, and changes nothing else; a partial (truncated) file the same.
+    #[tokio::test]
+    async fn b5_an_unreadable_file_is_moved_aside_and_changes_nothing() {
+        let server = quiet_server().await;
+        let live = live(&server, "acme").await;
+        let wire = order(&server, &live, json!({"type": "wire", "amount": 7_000, "direction": "credit", "receiving_account": wire_receiving("Widgets Inc")})).await;
+        cutoff_now(&server, &live).await;
+        let report = pain002(&[(&end_to_end_id(&wire), "RJCT", Some("AC04"))]);
+        let truncated = &report.as_bytes()[..report.len() / 2];
+        drop_file(&live, "garbage.txt", b"this is not a bank file\n");
+        drop_file(&live, "truncated.xml", truncated);
+        let printed = read_inbound(&server, &live).await;
+        assert!(printed.matches("rejected").count() >= 2, "{printed}");
+
+        assert_eq!(get_order(&server, &live, wire["id"].as_str().unwrap()).await["status"], "sent", "nothing moved");
+        assert!(names_in(&inbound(&live)).iter().all(|n| n == "rejected"), "{:?}", names_in(&inbound(&live)));
+        assert_eq!(names_in(&inbound(&live).join("rejected")), ["garbage.txt", "truncated.xml"]);
+        let files = bank_files(&server, &live.connection).await;
+        let rejected: Vec<&Value> = files.iter().filter(|f| f["direction"] == "inbound").collect();
+        assert_eq!(rejected.len(), 2);
+        for file in rejected {
+            assert_eq!(file["status"], "rejected");
+            assert!(file["error"].as_str().is_some_and(|e| !e.is_empty()), "{file}");
+            assert_eq!(events_of(&server, &live, file["id"].as_str().unwrap()).await, ["rejected"]);
+        }
+    }
+}
+
+/// Registers a live SFTP connection to `sshd` for `org` (its folders under the server's dir)
+/// with an internal account on it.
+async fn sftp_live(server: &TestServer, sshd: &common::sshd::Sshd, org: &str) -> (Live, PathBuf) {
+    let key = server.key_for(org, payrail::domain::api_key::Mode::Live).await;
+    let root = sshd.dir().join(format!("bank-{org}"));
+    for folder in ["outbound", "inbound"] {
+        std::fs::create_dir_all(root.join(folder)).unwrap();
+    }
+    let identity = server.dir.path().join(format!("{org}_ed25519"));
+    std::fs::write(&identity, &sshd.user_key.private).unwrap();
+    let config = server.dir.path().join(format!("{org}-sftp.toml"));
+    std::fs::write(
+        &config,
+        format!(
+            r#"name = "Acme Bank"
+organization = "{org}"
+mode = "live"
+timezone = "America/New_York"
+cutoffs = ["{cutoff}"]
+[transport]
+kind = "sftp"
+host = "127.0.0.1"
+port = {port}
+user = "{user}"
+identity_file = "{identity}"
+host_key = "{host_key}"
+outbound_dir = "{outbound}"
+inbound_dir = "{inbound}"
+[ach]
+immediate_destination = "021000021"
+immediate_destination_name = "ACME BANK"
+immediate_origin = "1234567890"
+immediate_origin_name = "ACME CORP"
+company_id = "1234567890"
+company_name = "ACME CORP"
+[iso20022]
+initiating_party_name = "ACME CORP"
+debtor_agent_bic = "ACMEUS33XXX"
+"#,
+            cutoff = far_cutoff(),
+            port = sshd.port,
+            user = sshd.user,
+            identity = identity.display(),
+            host_key = sshd.host_key.public.trim(),
+            outbound = root.join("outbound").display(),
+            inbound = root.join("inbound").display(),
+        ),
+    )
+    .unwrap();
+    let output = common::cli(server, &["connections", "add", "--config", config.to_str().unwrap(), "--json"]).await;
+    assert!(output.status.success(), "connections add: {}", text(&output.stderr));
+    let connection = serde_json::from_slice::<Value>(&output.stdout).unwrap()["id"].as_str().unwrap().to_owned();
+    let body = json!({"name": "Operating", "currency": "USD", "party_name": "Acme Corp", "connection_id": connection});
+    let (status, account) = json(server.post("/api/internal_accounts", &key, &body).send().await.unwrap()).await;
+    assert_eq!(status, 201, "{account}");
+    let live = Live { key, connection, outbound: root.join("outbound"), account: account["id"].as_str().unwrap().to_owned() };
+    (live, root.join("inbound"))
+}
+
+/// B2, B5 over SFTP against a real OpenSSH server: the cut-off uploads its files to the bank's
+/// server (whole: no `.part` left) and the orders end `sent`; the bank's pain.002 left in its
+/// inbound folder is fetched, applied (the rejected order fails) and removed from the server.
+#[tokio::test]
+async fn b2_b5_a_cutoff_and_an_answer_travel_over_sftp() {
+    let sshd = common::sshd::Sshd::start();
+    let server = quiet_server().await;
+    let (live, inbound_dir) = sftp_live(&server, &sshd, "acme").await;
+    let ach = order(
+        &server,
+        &live,
+        json!({"type": "ach", "amount": 12_500, "direction": "credit", "receiving_account": ach_receiving("Jane Doe")}),
+    )
+    .await;
+    let wire = order(
+        &server,
+        &live,
+        json!({"type": "wire", "amount": 900_000, "direction": "credit", "receiving_account": wire_receiving("Widgets Inc")}),
+    )
+    .await;
+    cutoff_now(&server, &live).await;
+    let uploaded = names_in(&live.outbound);
+    assert_eq!(uploaded.len(), 2, "one file per rail: {uploaded:?}\n{}", sshd.log());
+    assert!(uploaded.iter().all(|n| !n.ends_with(".part")), "{uploaded:?}");
+    for created in [&ach, &wire] {
+        assert_eq!(get_order(&server, &live, created["id"].as_str().unwrap()).await["status"], "sent");
+    }
+
+    let report = pain002(&[(&end_to_end_id(&wire), "RJCT", Some("AC04"))]);
+    std::fs::write(inbound_dir.join("pain002-1.xml"), report.as_bytes()).unwrap();
+    let printed = read_inbound(&server, &live).await;
+    assert!(printed.contains("orders=1"), "{printed}");
+    assert_eq!(get_order(&server, &live, wire["id"].as_str().unwrap()).await["status"], "failed");
+    assert_eq!(get_order(&server, &live, ach["id"].as_str().unwrap()).await["status"], "sent");
+    assert!(names_in(&inbound_dir).is_empty(), "the applied file is removed from the bank's server");
+}
