@@ -1,10 +1,13 @@
 //! The API's resources, one module each: thin handlers that parse, call the domain, reply.
 
 mod api_keys;
+mod balance_reports;
 mod connections;
 mod counterparties;
 mod events;
+mod expected_payments;
 mod external_accounts;
+mod incoming_payment_details;
 mod internal_accounts;
 mod ledger_account_balance_monitors;
 mod ledger_account_categories;
@@ -17,6 +20,8 @@ mod ledgers;
 pub mod openapi;
 mod payment_orders;
 mod ping;
+mod returns;
+mod transactions;
 mod webhook_endpoints;
 
 use axum::Router;
@@ -47,6 +52,23 @@ pub fn routes() -> Router<AppState> {
         )
         .route("/api/internal_accounts", get(internal_accounts::list).post(internal_accounts::create))
         .route("/api/internal_accounts/{id}", get(internal_accounts::retrieve).patch(internal_accounts::update))
+        .route("/api/internal_accounts/{id}/balance_reports", get(balance_reports::list))
+        .route("/api/internal_accounts/{id}/balance_reports/{report_id}", get(balance_reports::retrieve))
+        .route("/api/transactions", get(transactions::list))
+        .route("/api/transactions/{id}", get(transactions::retrieve).patch(transactions::update))
+        .route("/api/transactions/{id}/line_items", get(transactions::line_items_of))
+        .route("/api/transaction_line_items", get(transactions::list_line_items))
+        .route("/api/transaction_line_items/{id}", get(transactions::retrieve_line_item))
+        .route("/api/returns", get(returns::list))
+        .route("/api/returns/{id}", get(returns::retrieve))
+        .route("/api/expected_payments", get(expected_payments::list).post(expected_payments::create))
+        .route(
+            "/api/expected_payments/{id}",
+            get(expected_payments::retrieve).patch(expected_payments::update).delete(expected_payments::delete),
+        )
+        .route("/api/incoming_payment_details", get(incoming_payment_details::list))
+        .route("/api/incoming_payment_details/{id}", get(incoming_payment_details::retrieve).patch(incoming_payment_details::update))
+        .route("/api/simulations/incoming_payment_details/create_async", axum::routing::post(incoming_payment_details::simulate))
         .route("/api/payment_orders", get(payment_orders::list).post(payment_orders::create))
         .route("/api/payment_orders/{id}", get(payment_orders::retrieve).patch(payment_orders::update))
         .route("/api/ledgers", get(ledgers::list).post(ledgers::create))

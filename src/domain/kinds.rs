@@ -34,6 +34,17 @@ pub const BANK_FILE: &str = "bank_file";
 /// What a bank file carries, frozen when its orders were claimed: a slice of its entries, from
 /// which the file is written (and written again, byte for byte, after a crash).
 pub const BANK_FILE_PART: &str = "bank_file_part";
+/// A booked bank statement entry (SPEC B5), served as MT's `transaction`. Made by the inbound
+/// worker and the sandbox simulation, never by a client.
+pub const TRANSACTION: &str = "transaction";
+/// What a transaction settles (parent: the transaction), served as MT's `transaction_line_item`.
+pub const TRANSACTION_LINE_ITEM: &str = "transaction_line_item";
+/// A return reported by the bank (SPEC B5), served as MT's `return`.
+pub const RETURN: &str = "return";
+pub const EXPECTED_PAYMENT: &str = "expected_payment";
+pub const INCOMING_PAYMENT_DETAIL: &str = "incoming_payment_detail";
+/// An internal account's balances as the bank reported them (parent: the internal account).
+pub const BALANCE_REPORT: &str = "balance_report";
 /// A file received from a bank (SPEC B5, B6): its name, format, content hash and what it did.
 /// Never served by the API; the command line lists and shows files.
 pub const BANK_INBOUND_FILE: &str = "bank_inbound_file";

@@ -5,6 +5,7 @@
 // domain's readers look for them.
 pub use crate::base::{api_key, secret_box, time};
 
+pub mod balance_report;
 pub mod bank_answer;
 pub mod bank_id;
 pub mod common;
@@ -13,8 +14,10 @@ pub mod correction;
 pub mod counterparty;
 pub mod enums;
 pub mod event;
+pub mod expected_payment;
 pub mod external_account;
 pub mod id;
+pub mod incoming_payment_detail;
 pub mod internal_account;
 pub mod keys;
 pub mod kinds;
@@ -22,7 +25,9 @@ pub mod ledger;
 pub mod listing;
 pub mod money;
 pub mod payment_order;
+pub mod returns;
 pub mod schema;
+pub mod transaction;
 pub mod validate;
 pub mod webhook;
 pub mod webhook_delivery;

@@ -17,8 +17,8 @@ use super::ops::{follow_ledger, parse, record, return_object, to_json};
 use super::status::{Actor, Status};
 use super::{KIND, PaymentOrder};
 use crate::domain::Ctx;
-use crate::domain::event;
 use crate::domain::payment_order::ReturnObject;
+use crate::domain::{event, returns};
 use crate::error::Result;
 use crate::store::{Filter, ListQuery, Write, WriteBatch};
 
@@ -161,7 +161,10 @@ pub async fn apply(ctx: &Ctx<'_>, batch: &mut WriteBatch, tracked: &mut Tracked,
         match (&outcome, step) {
             (Outcome::Failed { reason }, Status::Failed) => order.vendor_failure_reason = Some(reason.clone()),
             (Outcome::Returned { code, reason }, Status::Returned) => {
-                order.current_return = Some(return_object(order, code.clone(), reason.clone(), ctx.now));
+                let ret = return_object(order, code.clone(), reason.clone(), ctx.now);
+                // A document of its own too (`GET /api/returns/{id}`), with its `created` event.
+                returns::stage_record(ctx, batch, &ret, order.counterparty_id.as_ref().map(|id| id.as_str()))?;
+                order.current_return = Some(ret);
             }
             _ => {}
         }

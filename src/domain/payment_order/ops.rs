@@ -11,7 +11,7 @@ use super::{
     CHARGE_BEARERS, FX_INDICATORS, KIND, PartyAddress, PaymentOrder, PaymentOrderInput, PaymentOrderPatch, RECONCILIATION_STATUSES,
     ReturnObject, bank,
 };
-use crate::domain::common::{Stamp, new_id};
+use crate::domain::common::Stamp;
 use crate::domain::enums::{Direction, PaymentType, Priority};
 use crate::domain::id::Id;
 use crate::domain::ledger::transactions as ledger_transactions;
@@ -19,7 +19,7 @@ use crate::domain::listing::{self, ListedPage, PageSpec};
 use crate::domain::money::{Amount, Currency};
 use crate::domain::time::Timestamp;
 use crate::domain::validate::{self, TEXT_LEN_MAX};
-use crate::domain::{Commit, Ctx, counterparty, enums, event, external_account, internal_account, retry_on_conflict};
+use crate::domain::{Commit, Ctx, counterparty, enums, event, external_account, internal_account, retry_on_conflict, returns};
 use crate::error::{Error, Result};
 use crate::store::{Filter, ObjectRecord, StoredObject, Write, WriteBatch};
 
@@ -576,62 +576,19 @@ pub async fn bank_move(ctx: &Ctx<'_>, stored: &StoredObject) -> Result<Option<Wr
     let mut batch = WriteBatch::new();
     batch.push(Write::Replace { record: record(ctx, &order, json.clone()), expected_version: stored.version });
     batch.push(Write::Insert(event::record(ctx.scope, KIND, to.event_name(), order.id.as_str(), &json, ctx.now)?));
+    if let Some(ret) = order.current_return.as_ref().filter(|_| to == Status::Returned) {
+        // The return is a document of its own too (`GET /api/returns/{id}`), with its event.
+        returns::stage_record(ctx, &mut batch, ret, order.counterparty_id.as_ref().map(|id| id.as_str()))?;
+    }
     follow_ledger(ctx, &mut batch, &order, to).await?;
     Ok(Some(batch))
 }
 
 /// The return `order` gets when its bank sends it back with `code` (`R01`; none for a wire)
-/// and `reason`.
+/// and `reason` (nothing staged: `returns::stage_record` stores it as a document of its own).
 pub(super) fn return_object(order: &PaymentOrder, code: Option<String>, reason: String, now: Timestamp) -> ReturnObject {
-    ReturnObject {
-        id: new_id(),
-        object: "return".into(),
-        live_mode: order.live_mode,
-        amount: order.amount,
-        currency: order.currency,
-        code,
-        reason: Some(reason),
-        failure_reason: None,
-        additional_information: None,
-        corrections: None,
-        current_return: None,
-        data: None,
-        date_of_death: None,
-        discarded_at: None,
-        internal_account_id: Some(order.originating_account_id.to_string()),
-        ledger_transaction_id: None,
-        reconciliation_status: "unreconciled".into(),
-        reference_numbers: Vec::new(),
-        returnable_id: Some(order.id.to_string()),
-        returnable_type: Some(KIND.into()),
-        role: "originating".into(),
-        status: "completed".into(),
-        transaction_id: None,
-        transaction_line_item_id: None,
-        return_type: if RETURN_TYPES.contains(&order.payment_type) { order.payment_type.as_str().into() } else { "manual".into() },
-        created_at: now,
-        updated_at: now,
-    }
+    returns::build(order, returns::NewReturn { code, reason: Some(reason), ..Default::default() }, now)
 }
-
-/// Payment types that have a return type of the same name (the SDK's `ReturnType`).
-const RETURN_TYPES: &[PaymentType] = &[
-    PaymentType::Ach,
-    PaymentType::AuBecs,
-    PaymentType::Bacs,
-    PaymentType::Book,
-    PaymentType::Check,
-    PaymentType::CrossBorder,
-    PaymentType::Eft,
-    PaymentType::GbFps,
-    PaymentType::Neft,
-    PaymentType::NzBecs,
-    PaymentType::Rtp,
-    PaymentType::Sepa,
-    PaymentType::Stablecoin,
-    PaymentType::Wire,
-    PaymentType::Zengin,
-];
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,88 @@
+//! `/api/transactions` (retrieve, list, update metadata) and their line items
+//! (`/api/transactions/{id}/line_items`, `/api/transaction_line_items[/{id}]`). Transactions
+//! are made by the bank's answers (SPEC B5), never by a client.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+
+use super::{ok_json, param, parsed, unsupported_filters};
+use crate::app::{AppState, WriteContext};
+use crate::domain::enums::Direction;
+use crate::domain::transaction::{self, LineItemFilter, TRANSACTION_TYPES, TransactionFilter, TransactionPatch};
+use crate::domain::validate;
+use crate::error::Error;
+use crate::http::auth::Principal;
+use crate::http::extract::{JsonBody, PathId, QueryParams};
+use crate::http::pagination::Paging;
+
+pub async fn retrieve(State(state): State<AppState>, principal: Principal, PathId(id): PathId) -> Result<Response, Error> {
+    let scope = principal.scope();
+    Ok(ok_json(transaction::get(&state.ctx(&scope), &id).await?))
+}
+
+/// `true` or `false`, or a 422 naming the parameter.
+fn boolean(name: &str, text: &str) -> Result<bool, Error> {
+    match text {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(Error::invalid(name, format!("{name} must be true or false"))),
+    }
+}
+
+pub async fn list(State(state): State<AppState>, principal: Principal, paging: Paging, query: QueryParams) -> Result<Response, Error> {
+    let scope = principal.scope();
+    unsupported_filters(&query, &["counterparty_id", "transactable_type"])?;
+    // MT names the rail `payment_type`; `type` (the field's own name) is read the same way.
+    let type_param = if query.get("payment_type").is_some() { "payment_type" } else { "type" };
+    let filter = TransactionFilter {
+        internal_account_id: param(&query, "internal_account_id"),
+        virtual_account_id: param(&query, "virtual_account_id"),
+        direction: parsed(&query, "direction", Direction::parse)?,
+        transaction_type: parsed(&query, type_param, |name, text| validate::one_of(name, text, TRANSACTION_TYPES))?,
+        posted: parsed(&query, "posted", boolean)?,
+        vendor_id: param(&query, "vendor_id"),
+        description: param(&query, "description"),
+        as_of_date_start: param(&query, "as_of_date_start"),
+        as_of_date_end: param(&query, "as_of_date_end"),
+        metadata: query.metadata(),
+    };
+    Ok(paging.reply(transaction::list(&state.ctx(&scope), &filter, paging.spec).await?))
+}
+
+pub async fn update(
+    State(state): State<AppState>,
+    principal: Principal,
+    write: WriteContext,
+    PathId(id): PathId,
+    JsonBody(patch): JsonBody<TransactionPatch>,
+) -> Result<Response, Error> {
+    let scope = principal.scope();
+    Ok(ok_json(transaction::update(&state.ctx(&scope), &state.committer(&write, StatusCode::OK.as_u16()), &id, &patch).await?))
+}
+
+pub async fn line_items_of(
+    State(state): State<AppState>,
+    principal: Principal,
+    paging: Paging,
+    PathId(id): PathId,
+) -> Result<Response, Error> {
+    let scope = principal.scope();
+    Ok(paging.reply(transaction::line_items_of(&state.ctx(&scope), &id, paging.spec).await?))
+}
+
+pub async fn list_line_items(
+    State(state): State<AppState>,
+    principal: Principal,
+    paging: Paging,
+    query: QueryParams,
+) -> Result<Response, Error> {
+    let scope = principal.scope();
+    let filter = LineItemFilter { ids: query.all("id"), transaction_id: param(&query, "transaction_id"), line_type: param(&query, "type") };
+    Ok(paging.reply(transaction::list_line_items(&state.ctx(&scope), &filter, paging.spec).await?))
+}
+
+pub async fn retrieve_line_item(State(state): State<AppState>, principal: Principal, PathId(id): PathId) -> Result<Response, Error> {
+    let scope = principal.scope();
+    Ok(ok_json(transaction::get_line_item(&state.ctx(&scope), &id).await?))
+}
