@@ -262,3 +262,75 @@ async fn b2_b5_a_cutoff_and_an_answer_travel_over_sftp() {
     assert_eq!(get_order(&server, &live, ach["id"].as_str().unwrap()).await["status"], "sent");
     assert!(names_in(&inbound_dir).is_empty(), "the applied file is removed from the bank's server");
 }
+
+/// A NACHA answer file for the entries of the sent ACH file `sent`: each `(trace, kind)` is
+/// answered as the receiving bank would (returns with their code, or a notification of change).
+fn nacha_answers(sent: &[u8], answers: &[(String, payrail::bank::formats::nacha::answers::AnswerKind)]) -> Vec<u8> {
+    use payrail::bank::formats::nacha::answers::{AnswerWriter, EntryAnswer};
+    let payments = payrail::sandbox::payments::read(sent).unwrap();
+    let parsed = payrail::bank::formats::nacha::parse(std::str::from_utf8(sent).unwrap()).unwrap();
+    let day = parsed.header.created.date();
+    let mut writer = AnswerWriter::new(Vec::new(), &parsed.header, day).unwrap();
+    for (trace, kind) in answers {
+        let original = payments.iter().find_map(|p| p.ach.clone().filter(|e| e.trace.to_string() == *trace)).expect("the trace was sent");
+        writer.push(&EntryAnswer { original, kind: kind.clone() }).unwrap();
+    }
+    writer.finish().unwrap().0
+}
+
+/// The trace number the cut-off gave an ACH order.
+fn trace_of(order: &Value) -> String {
+    order["reference_numbers"].as_array().unwrap().iter().find(|r| r["reference_number_type"] == "ach_trace_number").unwrap()["reference_number"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+on_both_stores! {
+    /// B5: a NACHA return returns the order its trace number names (code and NACHA's reason,
+    /// event `returned`), a notification of change corrects the receiving external account
+    /// (C01: the account number; event `updated`), an unknown trace changes nothing and is
+    /// counted as unmatched; the same file again changes nothing.
+    #[tokio::test]
+    async fn b5_nacha_returns_and_notifications_of_change_apply_once() {
+        use payrail::bank::formats::nacha::answers::AnswerKind;
+        let server = quiet_server().await;
+        let live = live(&server, "acme").await;
+        let returned = order(&server, &live, json!({"type": "ach", "amount": 12_500, "direction": "credit", "receiving_account": ach_receiving("Jane Doe")})).await;
+        let corrected = order(&server, &live, json!({"type": "ach", "amount": 7_700, "direction": "credit", "receiving_account": ach_receiving("Sam Smith")})).await;
+        cutoff_now(&server, &live).await;
+        let returned = get_order(&server, &live, returned["id"].as_str().unwrap()).await;
+        let corrected = get_order(&server, &live, corrected["id"].as_str().unwrap()).await;
+        let sent = folder(&live.outbound).into_values().next().unwrap();
+
+        let answers = nacha_answers(
+            &sent,
+            &[
+                (trace_of(&returned), AnswerKind::Return { code: "R03".into(), date_of_death: None, information: "NO ACCOUNT".into() }),
+                (trace_of(&corrected), AnswerKind::Change { code: "C01".into(), corrected_data: "5550001111".into() }),
+            ],
+        );
+        drop_file(&live, "returns-1.ach", &answers);
+        let printed = read_inbound(&server, &live).await;
+        assert!(printed.contains("orders=1") && printed.contains("returns=1"), "{printed}");
+
+        let id = returned["id"].as_str().unwrap();
+        let now_returned = get_order(&server, &live, id).await;
+        assert_eq!(now_returned["status"], "returned", "{now_returned}");
+        assert_eq!(now_returned["current_return"]["code"], "R03");
+        assert_eq!(now_returned["current_return"]["reason"], "No Account/Unable to Locate Account");
+        assert_eq!(events_of(&server, &live, id).await.iter().filter(|e| *e == "returned").count(), 1);
+
+        let account_id = corrected["receiving_account_id"].as_str().unwrap();
+        let (status, account) = json(server.get(&format!("/api/external_accounts/{account_id}"), &live.key).send().await.unwrap()).await;
+        assert_eq!(status, 200, "{account}");
+        assert_eq!(account["account_details"][0]["account_number"], "5550001111", "C01 corrected the account number");
+        assert_eq!(events_of(&server, &live, account_id).await.iter().filter(|e| *e == "updated").count(), 1);
+        assert_eq!(get_order(&server, &live, corrected["id"].as_str().unwrap()).await["status"], "sent", "a notification of change moves no order");
+
+        drop_file(&live, "returns-1-again.ach", &answers);
+        assert!(read_inbound(&server, &live).await.contains("applied before"));
+        assert_eq!(events_of(&server, &live, id).await.iter().filter(|e| *e == "returned").count(), 1, "never returned twice");
+        assert_eq!(events_of(&server, &live, account_id).await.iter().filter(|e| *e == "updated").count(), 1);
+    }
+}

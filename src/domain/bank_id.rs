@@ -53,6 +53,16 @@ impl fmt::Display for AbaRoutingNumber {
 pub struct Iban(iban::Iban);
 
 impl Iban {
+    /// The German IBAN of account `account` (10 digits) at bank code `bank_code` (8 digits),
+    /// with its mod-97 check digits (ISO 13616).
+    pub fn german(bank_code: &str, account: &str) -> Iban {
+        let bban = format!("{bank_code:0>8}{account:0>10}");
+        // "DE00" moved to the end, letters as numbers (D = 13, E = 14).
+        let remainder = format!("{bban}131400").bytes().fold(0u32, |acc, b| (acc * 10 + u32::from(b - b'0')) % 97);
+        let text = format!("DE{:02}{bban}", 98 - remainder);
+        Iban(text.parse().expect("a German IBAN built with its check digits"))
+    }
+
     pub fn parse(param: &str, text: &str) -> Result<Self> {
         text.parse::<iban::Iban>().map(Iban).map_err(|err| Error::invalid(param, format!("{param} is not a valid IBAN ({err})")))
     }
@@ -110,6 +120,12 @@ impl fmt::Display for Bic {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn b3_built_german_ibans_pass_mod_97() {
+        assert_eq!(Iban::german("37040044", "0532013000").as_str(), "DE89370400440532013000");
+        assert!(Iban::parse("iban", Iban::german("11000000", "1234567890").as_str()).is_ok());
+    }
 
     #[test]
     fn aba_check_digit() {

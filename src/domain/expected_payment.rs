@@ -34,6 +34,10 @@ pub const STATUSES: &[&str] = &["archived", "partially_reconciled", "reconciled"
 pub const CANDIDATES_MAX: usize = 1_000;
 const CANDIDATES_PAGE: usize = 100;
 
+/// The term the sandbox bank finds the expected payments it books by (unreconciled sandbox
+/// ones, in every tenant; SPEC B7).
+pub const SANDBOX_WAITING_TERM: &str = "sandbox_waiting_since";
+
 /// MT's `expected_payment`, as stored and served.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ExpectedPayment {
@@ -214,6 +218,9 @@ impl ExpectedPayment {
         terms.extend(self.payment_type.map(|t| Term::new("type", t.as_str())));
         terms.extend(self.counterparty_id.as_ref().map(|id| Term::new("counterparty_id", id)));
         terms.extend(self.external_id.as_ref().map(|id| Term::new("external_id", id)));
+        if !self.live_mode && self.status == "unreconciled" {
+            terms.push(Term::new(SANDBOX_WAITING_TERM, self.created_at.to_string()));
+        }
         terms
     }
 

@@ -163,6 +163,18 @@ impl CapabilityInput {
     }
 }
 
+/// The numbers Payrail gives a new account: an account number, and for a EUR account (which
+/// SEPA files must name by IBAN, SPEC B3) an IBAN at the sandbox bank's code.
+fn account_details(number: String, currency: Currency, stamp: Stamp) -> Vec<super::common::AccountDetail> {
+    let iban = (currency.code() == "EUR").then(|| super::bank_id::Iban::german(SANDBOX_BANK_CODE, &number[number.len() - 10..]));
+    let mut details = vec![account_detail(number, "other".into(), stamp)];
+    details.extend(iban.map(|iban| account_detail(iban.as_str().to_owned(), "iban".into(), stamp)));
+    details
+}
+
+/// The bank code (German BLZ) of the IBANs Payrail gives EUR accounts.
+pub const SANDBOX_BANK_CODE: &str = "11000000";
+
 impl InternalAccountInput {
     fn build(&self, connection: Connection, stamp: Stamp) -> Result<InternalAccount> {
         if self.legal_entity_id.is_some() {
@@ -184,7 +196,7 @@ impl InternalAccountInput {
             party_type: self.party_type.as_deref().map(|t| validate::one_of("party_type", t, PARTY_TYPES)).transpose()?,
             party_address: self.party_address.as_ref().map(|a| a.build("party_address", stamp)).transpose()?,
             currency,
-            account_details: vec![account_detail(number, "other".into(), stamp)],
+            account_details: account_details(number, currency, stamp),
             routing_details: vec![routing_detail(SANDBOX_ROUTING_NUMBER.into(), "aba".into(), None, SANDBOX_BANK_NAME.into(), stamp)],
             account_capabilities: super::common::build_all("account_capabilities", &self.account_capabilities, |c, at| c.build(at, stamp))?,
             connection,

@@ -50,18 +50,25 @@ pub fn answer(name: &str, payments: &[Payment], arrived: OffsetDateTime) -> Resu
     Ok(out)
 }
 
-/// A name-safe stem of the sent file's name (ISO ids allow letters, digits and a few marks).
+/// The sent file's name as a name-safe stem of its answers' file names (whole: two sent files
+/// never share answers).
 fn stem(name: &str) -> String {
-    let clean: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '-' }).collect();
-    clean.chars().take(24).collect()
+    name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '-' }).collect()
+}
+
+/// A short id of `text` for ISO message ids (at most 35 characters with their prefix): the
+/// first 16 hex digits of its SHA-256.
+fn short_id(text: &str) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(text.as_bytes()).iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
 
 fn status_report(stem: &str, failed: &[&(&Payment, Fate)], arrived: OffsetDateTime) -> Result<Vec<u8>, String> {
     let header = StatusReportHeader {
         version: Pain002Version::V12,
-        message_id: format!("SBX-STS-{stem}"),
+        message_id: format!("SBX-STS-{}", short_id(stem)),
         created_at: arrived,
-        original_message_id: stem.to_owned(),
+        original_message_id: short_id(stem),
         original_message_name: "pain.001.001.09".into(),
         group_status: None,
     };
@@ -95,7 +102,7 @@ fn notifications(prefix: &str, payments: &[&Payment], arrived: OffsetDateTime, r
     let day = format!("{:04}-{:02}-{:02}", arrived.year(), u8::from(arrived.month()), arrived.day());
     let mut out = Vec::new();
     for (n, ((account, currency), list)) in groups.into_iter().enumerate() {
-        let id = format!("SBX-{}-{n}", stem(prefix));
+        let id = format!("SBX-{}-{n}", short_id(prefix));
         let header = ReportHeader { message_id: id.clone(), created_at: arrived, report_id: id, account: account.clone(), currency };
         let mut writer = CamtWriter::notification(Vec::new(), &header).map_err(|e| e.to_string())?;
         for payment in list {
@@ -153,4 +160,43 @@ fn nacha_returns(all: &[Payment], returned: &[(&Payment, Option<String>)], arriv
             .map_err(|e| e.to_string())?;
     }
     Ok(writer.finish().map_err(|e| e.to_string())?.0)
+}
+
+/// The `camt.054` booking the payment an expected payment waits for (see
+/// `bank_side::book_expected`): named after the expected payment, so it is booked once.
+pub fn expected_booking(
+    expected: &crate::domain::expected_payment::ExpectedPayment,
+    account_number: String,
+    today: &str,
+) -> Result<AnswerFile, String> {
+    let account = AccountRef { iban: None, account_number: Some(account_number) };
+    let day = expected.date_lower_bound.clone().unwrap_or_else(|| today.to_owned());
+    let amount = if expected.amount_lower_bound > 0 { expected.amount_lower_bound } else { expected.amount_upper_bound };
+    let entry = StatementEntry {
+        account: account.clone(),
+        amount,
+        currency: expected.currency,
+        direction: match expected.direction {
+            crate::domain::enums::Direction::Credit => EntryDirection::Credit,
+            crate::domain::enums::Direction::Debit => EntryDirection::Debit,
+        },
+        booking_date: day.clone(),
+        value_date: Some(day),
+        end_to_end_id: None,
+        ach_trace_number: None,
+        bank_reference: Some(format!("SBX-EP-{}", short_id(&expected.id))),
+        description: expected
+            .statement_descriptor
+            .clone()
+            .or_else(|| expected.description.clone())
+            .unwrap_or_else(|| "PAYRAIL SANDBOX BANK".into()),
+        rail: expected.payment_type.map(|t| t.as_str().to_owned()),
+        reversal: false,
+    };
+    let id = format!("SBX-EP-{}", short_id(&expected.id));
+    let created = OffsetDateTime::from_unix_timestamp(expected.created_at.as_micros() / 1_000_000).map_err(|e| e.to_string())?;
+    let header = ReportHeader { message_id: id.clone(), created_at: created, report_id: id, account, currency: expected.currency };
+    let mut writer = CamtWriter::notification(Vec::new(), &header).map_err(|e| e.to_string())?;
+    writer.entry(&entry).map_err(|e| e.to_string())?;
+    Ok((format!("expected-{}.camt054.xml", expected.id), writer.finish().map_err(|e| e.to_string())?))
 }

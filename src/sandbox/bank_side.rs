@@ -8,6 +8,7 @@
 //! Each connection's folder records its tenant (`tenant.json`), so the bank finds its
 //! connections again after a restart without asking the store.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -19,6 +20,7 @@ use crate::bank::connection::sandbox_folders;
 use crate::base::api_key::Scope;
 use crate::base::private_fs;
 use crate::domain::connection::Registered;
+use crate::store::{Filter, ListQuery};
 
 const TENANT_FILE: &str = "tenant.json";
 const ANSWERED: &str = "answered";
@@ -79,10 +81,55 @@ pub async fn answer_all(state: &AppState, step_ms: u64) -> anyhow::Result<()> {
         if let Err(err) = answered {
             tracing::warn!(connection = %registered.connection.id, error = %format!("{err:#}"), "the sandbox bank could not answer a file");
         }
+        let folders = Folders::of(&state.config.data_dir, &registered.connection.id);
+        if let Err(err) = book_expected(state, &registered, &folders).await {
+            tracing::warn!(connection = %registered.connection.id, error = %format!("{err:#}"), "the sandbox bank could not book an expected payment");
+        }
         let now = state.clock.now();
         crate::bank::inbound::poll(state.store.clone(), &state.secrets, &state.config.data_dir, &registered, now, Duration::ZERO).await?;
     }
     Ok(())
+}
+
+/// Books a payment matching each unreconciled expected payment of the connection's accounts, as
+/// Modern Treasury's sandbox does within seconds (SPEC B7): a `camt.054` entry on the expected
+/// payment's account, of its lower bound (its upper one when the lower is zero), on its first
+/// possible day, of its type. The inbound reader then makes the transaction and reconciles it.
+async fn book_expected(state: &AppState, registered: &Registered, folders: &Folders) -> anyhow::Result<()> {
+    use crate::domain::expected_payment::{self, ExpectedPayment};
+    let scope = &registered.scope;
+    let filters = vec![Filter::Eq { name: "status".into(), value: "unreconciled".into() }];
+    let page =
+        state.store.list(&ListQuery { kind: expected_payment::KIND, scope: scope.clone(), filters, after_seq: None, limit: 100 }).await?;
+    let mut numbers: HashMap<String, Option<String>> = HashMap::new();
+    for stored in page.items {
+        let expected: ExpectedPayment = serde_json::from_str(&stored.doc)?;
+        let marker = folders.answered.join(format!("expected-{}.json", expected.id));
+        if marker.exists() {
+            continue;
+        }
+        if !numbers.contains_key(&expected.internal_account_id) {
+            let number = account_number(state, registered, &expected.internal_account_id).await?;
+            numbers.insert(expected.internal_account_id.clone(), number);
+        }
+        let Some(number) = numbers[&expected.internal_account_id].clone() else { continue };
+        let today = state.clock.now().to_string()[..10].to_owned();
+        let (name, content) = answers::expected_booking(&expected, number, &today).map_err(anyhow::Error::msg)?;
+        write_whole(&folders.inbound.join(name), &content)?;
+        write_whole(&marker, b"{}")?;
+    }
+    Ok(())
+}
+
+/// The account number of internal account `id`, if it is on the sandbox connection.
+async fn account_number(state: &AppState, registered: &Registered, id: &str) -> anyhow::Result<Option<String>> {
+    use crate::domain::internal_account;
+    let Some(stored) = state.store.get(internal_account::KIND, &registered.scope, id).await? else { return Ok(None) };
+    let account = internal_account::parse(&stored)?;
+    if account.connection.id != registered.connection.id {
+        return Ok(None);
+    }
+    Ok(account.account_details.iter().find_map(|d| d.account_number.clone()))
 }
 
 /// The sandbox connection whose folder is `dir`, if it is one.

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 
 use super::Run;
 use super::files::{self, BankFile, FileStatus, Group, HeaderValues, Part};
-use super::items::{AccountSnap, Item, Rail, ach_entry, iso_transfer, to_offset};
+use super::items::{AccountSnap, Item, Rail, ach_entry, iso_debtor, iso_transfer, to_offset};
 use crate::bank::calendar;
 use crate::bank::formats::nacha::FileIdModifier;
 use crate::domain::common::new_id;
@@ -94,7 +94,7 @@ pub async fn fill(run: &Run<'_>, rail: Rail, accounts: &[InternalAccount]) -> Re
             run.lease.check()?;
             let page = run.store.list(&orders_query(run, rail, &ids, after_seq)).await?;
             after_seq = page.next_seq;
-            let placed = place(run, rail, page.items).await?;
+            let placed = place(run, rail, page.items, &debtors).await?;
             if !placed.is_empty() {
                 if file.is_none() {
                     file = Some(create_file(run, rail).await?);
@@ -175,7 +175,7 @@ fn orders_query(run: &Run<'_>, rail: Rail, account_ids: &[String], after_seq: Op
 
 /// The page's due orders that the rail can carry, each with its frozen item; the others are
 /// left approved (and logged, when the rail cannot carry them).
-async fn place(run: &Run<'_>, rail: Rail, page: Vec<StoredObject>) -> Result<Vec<Placed>> {
+async fn place(run: &Run<'_>, rail: Rail, page: Vec<StoredObject>, debtors: &HashMap<&str, &InternalAccount>) -> Result<Vec<Placed>> {
     let mut due: Vec<(StoredObject, PaymentOrder)> = Vec::with_capacity(page.len());
     for stored in page {
         let order = carry::read(&stored)?;
@@ -193,7 +193,17 @@ async fn place(run: &Run<'_>, rail: Rail, page: Vec<StoredObject>) -> Result<Vec
         let item = Item::of(&order, snap.clone());
         let key = match rail {
             Rail::Ach => ach_entry(&item, run.now).map(|(key, _)| key.to_key()),
-            Rail::Iso(iso_rail) => iso_transfer(iso_rail, &item).map(|_| order.originating_account_id.to_string()),
+            Rail::Iso(iso_rail) => iso_transfer(iso_rail, &item).and_then(|_| {
+                // The paying account must be one the file can name (a SEPA debtor by IBAN), or the
+                // file could never be written and its orders would wait in it forever.
+                let bic = run.settings.iso20022.as_ref().map(|s| s.debtor_agent_bic.as_str());
+                match debtors.get(order.originating_account_id.as_str()) {
+                    Some(debtor) => {
+                        iso_debtor(iso_rail, &AccountSnap::of_internal(debtor), bic).map(|_| order.originating_account_id.to_string())
+                    }
+                    None => Err(Error::invalid("originating_account_id", "the paying account is not on this connection")),
+                }
+            }),
         };
         match key {
             Ok(key) => {
@@ -257,7 +267,9 @@ async fn create_file(run: &Run<'_>, rail: Rail) -> Result<files::Stored> {
         retry_after_s: None,
     })?;
     let name = match sandbox_bank {
-        true => format!("payrail-{}-{}-{}.{}", local.strftime("%Y%m%d-%H%M%S"), &id[..8], rail.as_str(), rail.extension()),
+        // `sbx-20261126204652-01a2199c-sepa`: its stem is the pain.001 MsgId, at most 35 with a
+        // group's `-N`.
+        true => format!("sbx-{}-{}-{}.{}", local.strftime("%Y%m%d%H%M%S"), &id[..8], rail.as_str(), rail.extension()),
         false => format!("payrail-{}-{}-{}.{}", local.strftime("%Y%m%d-%H%M"), modifier.as_char(), rail.as_str(), rail.extension()),
     };
     let header = HeaderValues {

@@ -1,76 +1,296 @@
 //! What a bank's answer file does, staged into one batch (SPEC B4, B5): returns return their
-//! orders, `pain.002` rejections fail them, booked statement entries become transactions and
-//! complete the orders they settle (matched by end-to-end id, or by ACH trace number from
-//! `Refs/ClrSysRef`), or reconcile an expected payment; `camt.053` balances become balance
-//! reports of the internal account they are about. Answers that match nothing change nothing
-//! and are noted on the file's record.
+//! orders, `pain.002` rejections fail them, notifications of change correct the receiving
+//! account, booked statement entries become transactions that complete the orders they settle
+//! (matched by end-to-end id, or by ACH trace number from `Refs/ClrSysRef`) or reconcile an
+//! expected payment, and `camt.053` balances become balance reports of the internal account they
+//! are about. Answers that match nothing change nothing and are noted on the file's record.
+//!
+//! A statement line names its account as the bank knows it (`Acct/Id`: an IBAN or an account
+//! number); it is found among the internal accounts of the file's connection, or, for a line
+//! that settles an order, is the order's originating account.
+
+use std::collections::{BTreeMap, HashMap};
 
 use crate::domain::Ctx;
+use crate::domain::balance_report::{self, NewBalance, NewBalanceReport};
 use crate::domain::bank_answer::{
-    AchCorrection, AchReturn, Answer, AnswerFile, EntryDirection, PaymentStatus, StatementEntry, StatusOutcome,
+    AccountRef, AchCorrection, AchReturn, Answer, AnswerFile, AnswerFormat, EntryDirection, PaymentStatus, StatementBalance,
+    StatementEntry, StatusOutcome,
 };
 use crate::domain::correction::{self, Corrections};
 use crate::domain::enums::Direction;
+use crate::domain::expected_payment::Reconciler;
+use crate::domain::internal_account::{self, InternalAccount};
 use crate::domain::payment_order::answers::{self, Applied, Orders, Outcome};
+use crate::domain::transaction::{self, NewTransaction, Settles};
 use crate::error::Result;
-use crate::store::WriteBatch;
+use crate::store::{Filter, ListQuery, WriteBatch};
 
 use super::record::Effects;
 
-/// Stages every effect of `file` into `batch`; what it did, counted.
-pub async fn stage(ctx: &Ctx<'_>, batch: &mut WriteBatch, file: &AnswerFile) -> Result<Effects> {
-    let mut effects = Effects { answers: file.answers.len() as u64, ..Effects::default() };
-    let mut orders = Orders::default();
-    let mut fixes = Corrections::default();
+/// Stages every effect of `file` (of the connection `connection_id`) into `batch`; what it did,
+/// counted.
+pub async fn stage(ctx: &Ctx<'_>, batch: &mut WriteBatch, connection_id: &str, file: &AnswerFile) -> Result<Effects> {
+    let mut s = Staging {
+        ctx,
+        batch,
+        format: file.format,
+        effects: Effects { answers: file.answers.len() as u64, ..Effects::default() },
+        orders: Orders::default(),
+        fixes: Corrections::default(),
+        reconciler: Reconciler::new(),
+        accounts: accounts_of(ctx, connection_id).await?,
+        balances: BTreeMap::new(),
+    };
     for answer in &file.answers {
         match answer {
-            Answer::Return(ret) => returned(ctx, batch, &mut orders, ret, &mut effects).await?,
-            Answer::Status(status) => status_report(ctx, batch, &mut orders, status, &mut effects).await?,
-            Answer::Correction(correction) => corrected(ctx, &mut orders, &mut fixes, correction, &mut effects).await?,
-            Answer::Entry(entry) => booked(ctx, batch, &mut orders, entry, &mut effects).await?,
-            Answer::Balance(_) => effects.note("balance reports are not applied yet".into()),
+            Answer::Return(ret) => s.returned(ret).await?,
+            Answer::Status(status) => s.status_report(status).await?,
+            Answer::Correction(correction) => s.corrected(correction).await?,
+            Answer::Entry(entry) => s.booked(entry).await?,
+            Answer::Balance(balance) => s.balance(balance),
         }
     }
-    effects.orders = orders.finish(ctx, batch)? as u64;
-    fixes.finish(ctx, batch)?;
-    Ok(effects)
+    s.finish()
 }
 
-async fn returned(ctx: &Ctx<'_>, batch: &mut WriteBatch, orders: &mut Orders, ret: &AchReturn, effects: &mut Effects) -> Result<()> {
-    let Some(tracked) = orders.by_trace_number(ctx, &ret.original_trace_number).await? else {
-        effects.note(format!("return {} of trace number {}: no payment order carried it", ret.code, ret.original_trace_number));
-        return Ok(());
-    };
-    let reason =
-        crate::bank::formats::nacha::return_reasons::return_reason(&ret.code).unwrap_or("Returned by the receiving bank").to_owned();
-    let outcome = Outcome::Returned { code: Some(ret.code.clone()), reason };
-    match answers::apply(ctx, batch, tracked, outcome).await? {
-        Applied::Moved(_) => effects.returns += 1,
-        Applied::Skipped(why) => effects.note(format!("return {} of trace number {}: {why}", ret.code, ret.original_trace_number)),
+/// The internal accounts of the connection, by the numbers a bank names them with.
+async fn accounts_of(ctx: &Ctx<'_>, connection_id: &str) -> Result<HashMap<String, String>> {
+    let mut out = HashMap::new();
+    let mut after_seq = None;
+    loop {
+        let filters = vec![Filter::Eq { name: "connection_id".into(), value: connection_id.into() }];
+        let page =
+            ctx.store.list(&ListQuery { kind: internal_account::KIND, scope: ctx.scope.clone(), filters, after_seq, limit: 500 }).await?;
+        for stored in &page.items {
+            let account: InternalAccount = internal_account::parse(stored)?;
+            for detail in &account.account_details {
+                if let Some(number) = &detail.account_number {
+                    out.insert(number.replace(' ', ""), account.id.clone());
+                }
+            }
+        }
+        match page.next_seq {
+            Some(seq) => after_seq = Some(seq),
+            None => return Ok(out),
+        }
     }
-    Ok(())
 }
 
-async fn status_report(
-    ctx: &Ctx<'_>,
-    batch: &mut WriteBatch,
-    orders: &mut Orders,
-    status: &PaymentStatus,
-    effects: &mut Effects,
-) -> Result<()> {
-    let outcome = match status.outcome {
-        StatusOutcome::Accepted => return Ok(()),
-        StatusOutcome::Settled => Outcome::Completed,
-        StatusOutcome::Rejected => Outcome::Failed { reason: rejection_reason(status) },
-    };
-    let Some(tracked) = orders.by_end_to_end_id(ctx, &status.end_to_end_id).await? else {
-        effects.note(format!("status report for end-to-end id {}: no payment order has it", status.end_to_end_id));
-        return Ok(());
-    };
-    if let Applied::Skipped(why) = answers::apply(ctx, batch, tracked, outcome).await? {
-        effects.note(format!("status report for end-to-end id {}: {why}", status.end_to_end_id));
+/// One file's staging: what it touched so far, each thing read once and written once.
+struct Staging<'a, 'c> {
+    ctx: &'a Ctx<'c>,
+    batch: &'a mut WriteBatch,
+    format: AnswerFormat,
+    effects: Effects,
+    orders: Orders,
+    fixes: Corrections,
+    reconciler: Reconciler,
+    /// Account number or IBAN -> internal account id.
+    accounts: HashMap<String, String>,
+    /// (internal account, date) -> its balances, one report each.
+    balances: BTreeMap<(String, String), Vec<NewBalance>>,
+}
+
+impl Staging<'_, '_> {
+    fn note(&mut self, note: String) {
+        self.effects.note(note);
     }
-    Ok(())
+
+    fn account_of(&self, account: &AccountRef) -> Option<String> {
+        [&account.iban, &account.account_number].into_iter().flatten().find_map(|n| self.accounts.get(&n.replace(' ', "")).cloned())
+    }
+
+    async fn returned(&mut self, ret: &AchReturn) -> Result<()> {
+        let what = format!("return {} of trace number {}", ret.code, ret.original_trace_number);
+        let Some(tracked) = self.orders.by_trace_number(self.ctx, &ret.original_trace_number).await? else {
+            self.note(format!("{what}: no payment order carried it"));
+            return Ok(());
+        };
+        let reason =
+            crate::bank::formats::nacha::return_reasons::return_reason(&ret.code).unwrap_or("Returned by the receiving bank").to_owned();
+        let outcome = Outcome::Returned { code: Some(ret.code.clone()), reason };
+        match answers::apply(self.ctx, self.batch, tracked, outcome).await? {
+            Applied::Moved(_) => self.effects.returns += 1,
+            Applied::Skipped(why) => self.note(format!("{what}: {why}")),
+        }
+        Ok(())
+    }
+
+    async fn status_report(&mut self, status: &PaymentStatus) -> Result<()> {
+        let outcome = match status.outcome {
+            StatusOutcome::Accepted => return Ok(()),
+            StatusOutcome::Settled => Outcome::Completed,
+            StatusOutcome::Rejected => Outcome::Failed { reason: rejection_reason(status) },
+        };
+        let what = format!("status report for end-to-end id {}", status.end_to_end_id);
+        let Some(tracked) = self.orders.by_end_to_end_id(self.ctx, &status.end_to_end_id).await? else {
+            self.note(format!("{what}: no payment order has it"));
+            return Ok(());
+        };
+        if let Applied::Skipped(why) = answers::apply(self.ctx, self.batch, tracked, outcome).await? {
+            self.note(format!("{what}: {why}"));
+        }
+        Ok(())
+    }
+
+    async fn corrected(&mut self, correction: &AchCorrection) -> Result<()> {
+        let what = format!("notification of change {} of trace number {}", correction.code, correction.original_trace_number);
+        let Some(tracked) = self.orders.by_trace_number(self.ctx, &correction.original_trace_number).await? else {
+            self.note(format!("{what}: no payment order carried it"));
+            return Ok(());
+        };
+        let account_id = tracked.order.receiving_account_id.to_string();
+        let change = match correction::change_of(&correction.code, &correction.corrected_data) {
+            Ok(change) => change,
+            Err(why) => {
+                self.note(format!("{what}: {why}"));
+                return Ok(());
+            }
+        };
+        match self.fixes.correct(self.ctx, &account_id, &change).await? {
+            Ok(()) => self.effects.corrections += 1,
+            Err(why) => self.note(format!("{what}: {why}")),
+        }
+        Ok(())
+    }
+
+    /// A booked entry: a transaction, which completes the order it settles (or returns it, when
+    /// it is a reversal), or else reconciles an expected payment, or stays unreconciled.
+    async fn booked(&mut self, entry: &StatementEntry) -> Result<()> {
+        let (what, order_id) = self.settled_order(entry).await?;
+        let account = match (self.account_of(&entry.account), &order_id) {
+            (Some(account), _) => account,
+            (None, Some(id)) => {
+                self.orders.by_id(self.ctx, id).await?.map(|t| t.order.originating_account_id.to_string()).unwrap_or_default()
+            }
+            (None, None) => String::new(),
+        };
+        if account.is_empty() {
+            self.note(format!("{what}: the statement's account is not an internal account of this connection"));
+            return Ok(());
+        }
+        let mut txn = transaction::stage_new(self.ctx, self.batch, new_transaction(entry, account))?;
+        self.effects.transactions += 1;
+        if let Some(id) = order_id {
+            return self.settle_order(&what, &id, entry, &mut txn).await;
+        }
+        if self.reconciler.reconcile(self.ctx, self.batch, &mut txn).await?.is_some() {
+            self.effects.reconciled += 1;
+        }
+        Ok(())
+    }
+
+    /// The order an entry names (by end-to-end id, else trace number) and settles, if any.
+    async fn settled_order(&mut self, entry: &StatementEntry) -> Result<(String, Option<String>)> {
+        let (what, tracked) = match (&entry.end_to_end_id, &entry.ach_trace_number) {
+            (Some(e2e), _) => (format!("entry with end-to-end id {e2e}"), self.orders.by_end_to_end_id(self.ctx, e2e).await?),
+            (None, Some(trace)) => (format!("entry with trace number {trace}"), self.orders.by_trace_number(self.ctx, trace).await?),
+            (None, None) => (format!("entry {}", entry.bank_reference.as_deref().unwrap_or("without reference")), None),
+        };
+        let Some(tracked) = tracked else { return Ok((what, None)) };
+        match settles(&tracked.order, entry) {
+            Ok(()) => Ok((what, Some(tracked.order.id.to_string()))),
+            Err(why) => {
+                let note = format!("{what}: {why}");
+                self.note(note);
+                Ok((what, None))
+            }
+        }
+    }
+
+    async fn settle_order(&mut self, what: &str, order_id: &str, entry: &StatementEntry, txn: &mut transaction::Transaction) -> Result<()> {
+        let Some(tracked) = self.orders.by_id(self.ctx, order_id).await? else { return Ok(()) };
+        let outcome = match entry.reversal {
+            true => Outcome::Returned { code: None, reason: "Returned by the receiving bank (a reversal was booked)".into() },
+            false => Outcome::Completed,
+        };
+        // Linked first, so the events of the move carry the order as it ends up.
+        answers::link_transaction(tracked, &txn.id);
+        let applied = answers::apply(self.ctx, self.batch, tracked, outcome).await?;
+        let settles = match (entry.reversal, answers::current_return(tracked)) {
+            (true, Some(ret)) => Settles::Return(ret.id.clone()),
+            _ => Settles::PaymentOrder(order_id.to_owned()),
+        };
+        transaction::stage_line_item(self.ctx, self.batch, txn, settles, entry.amount)?;
+        match applied {
+            Applied::Moved(_) if entry.reversal => self.effects.returns += 1,
+            Applied::Moved(_) => {}
+            Applied::Skipped(why) => self.note(format!("{what}: {why}")),
+        }
+        Ok(())
+    }
+
+    fn balance(&mut self, balance: &StatementBalance) {
+        let Some(account) = self.account_of(&balance.account) else {
+            let named = balance.account.iban.clone().or_else(|| balance.account.account_number.clone()).unwrap_or_default();
+            self.note(format!("balance of account {named}: not an internal account of this connection"));
+            return;
+        };
+        let code = crate::bank::formats::iso20022::camt::balance_code(&balance.balance_type).unwrap_or("OTHR");
+        self.balances.entry((account, balance.as_of_date.clone())).or_default().push(NewBalance {
+            balance_type: balance.balance_type.clone(),
+            amount: balance.amount,
+            currency: balance.currency,
+            vendor_code: code.to_owned(),
+            vendor_code_type: Some("iso20022".into()),
+        });
+    }
+
+    fn finish(mut self) -> Result<Effects> {
+        let report_type = if self.format == AnswerFormat::Camt053 { "previous_day" } else { "real_time" };
+        for ((account, date), balances) in std::mem::take(&mut self.balances) {
+            let new = NewBalanceReport {
+                internal_account_id: account,
+                balance_report_type: report_type.into(),
+                as_of_date: date,
+                as_of_time: None,
+                balances,
+            };
+            balance_report::stage_balance_report(self.ctx, self.batch, new)?;
+            self.effects.balance_reports += 1;
+        }
+        self.effects.orders = self.orders.finish(self.ctx, self.batch)? as u64;
+        self.fixes.finish(self.ctx, self.batch)?;
+        Ok(self.effects)
+    }
+}
+
+fn new_transaction(entry: &StatementEntry, internal_account_id: String) -> NewTransaction {
+    let mut details = serde_json::Map::new();
+    for (key, value) in
+        [("end_to_end_id", &entry.end_to_end_id), ("ach_trace_number", &entry.ach_trace_number), ("value_date", &entry.value_date)]
+    {
+        if let Some(value) = value {
+            details.insert(key.into(), value.clone().into());
+        }
+    }
+    if entry.reversal {
+        details.insert("reversal".into(), true.into());
+    }
+    NewTransaction {
+        internal_account_id,
+        amount: entry.amount,
+        currency: entry.currency,
+        direction: match entry.direction {
+            EntryDirection::Credit => Direction::Credit,
+            EntryDirection::Debit => Direction::Debit,
+        },
+        as_of_date: entry.booking_date.clone(),
+        as_of_time: None,
+        transaction_type: entry
+            .rail
+            .clone()
+            .filter(|r| transaction::TRANSACTION_TYPES.contains(&r.as_str()))
+            .unwrap_or_else(|| "other".into()),
+        vendor_description: transaction::description(&entry.description),
+        vendor_code: None,
+        vendor_code_type: None,
+        vendor_id: entry.bank_reference.clone(),
+        posted: true,
+        details,
+        custom_identifiers: BTreeMap::new(),
+    }
 }
 
 /// `AC04: Closed account number` from a rejection's code and text, whichever it has.
@@ -81,59 +301,6 @@ fn rejection_reason(status: &PaymentStatus) -> String {
         (None, Some(text)) => text.clone(),
         (None, None) => "rejected by the bank".into(),
     }
-}
-
-async fn corrected(
-    ctx: &Ctx<'_>,
-    orders: &mut Orders,
-    fixes: &mut Corrections,
-    correction: &AchCorrection,
-    effects: &mut Effects,
-) -> Result<()> {
-    let what = format!("notification of change {} of trace number {}", correction.code, correction.original_trace_number);
-    let Some(tracked) = orders.by_trace_number(ctx, &correction.original_trace_number).await? else {
-        effects.note(format!("{what}: no payment order carried it"));
-        return Ok(());
-    };
-    let account_id = tracked.order.receiving_account_id.to_string();
-    let change = match correction::change_of(&correction.code, &correction.corrected_data) {
-        Ok(change) => change,
-        Err(why) => {
-            effects.note(format!("{what}: {why}"));
-            return Ok(());
-        }
-    };
-    match fixes.correct(ctx, &account_id, &change).await? {
-        Ok(()) => effects.corrections += 1,
-        Err(why) => effects.note(format!("{what}: {why}")),
-    }
-    Ok(())
-}
-
-/// A booked entry: it completes the order it settles (or returns it, when it is a reversal).
-async fn booked(ctx: &Ctx<'_>, batch: &mut WriteBatch, orders: &mut Orders, entry: &StatementEntry, effects: &mut Effects) -> Result<()> {
-    let (what, tracked) = match (&entry.end_to_end_id, &entry.ach_trace_number) {
-        (Some(e2e), _) => (format!("entry with end-to-end id {e2e}"), orders.by_end_to_end_id(ctx, e2e).await?),
-        (None, Some(trace)) => (format!("entry with trace number {trace}"), orders.by_trace_number(ctx, trace).await?),
-        (None, None) => return Ok(()),
-    };
-    let Some(tracked) = tracked else {
-        effects.note(format!("{what}: no payment order has it"));
-        return Ok(());
-    };
-    if let Err(why) = settles(&tracked.order, entry) {
-        effects.note(format!("{what}: {why}"));
-        return Ok(());
-    }
-    let outcome = if entry.reversal {
-        Outcome::Returned { code: None, reason: "Returned by the receiving bank (a reversal was booked)".into() }
-    } else {
-        Outcome::Completed
-    };
-    if let Applied::Skipped(why) = answers::apply(ctx, batch, tracked, outcome).await? {
-        effects.note(format!("{what}: {why}"));
-    }
-    Ok(())
 }
 
 /// Whether a booked entry is the order's money: the same amount and currency, and the way the

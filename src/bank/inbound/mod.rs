@@ -149,7 +149,7 @@ async fn receive(
     file.format = Some(answers.format.as_str().to_owned());
     let mut batch = WriteBatch::new();
     batch.push(lease.fence());
-    file.effects = apply::stage(&ctx, &mut batch, &answers).await?;
+    file.effects = apply::stage(&ctx, &mut batch, connection_id, &answers).await?;
     for write in file.writes(scope, &bytes)? {
         batch.push(write);
     }

@@ -176,6 +176,17 @@ pub async fn apply(ctx: &Ctx<'_>, batch: &mut WriteBatch, tracked: &mut Tracked,
     Ok(Applied::Moved(to))
 }
 
+/// Links a booked transaction to the order it settles (`transaction_ids`, and the order is
+/// `reconciled`); replaced with the order's other changes.
+pub fn link_transaction(tracked: &mut Tracked, transaction_id: &str) {
+    let order = &mut tracked.order;
+    if !order.transaction_ids.iter().any(|id| id == transaction_id) {
+        order.transaction_ids.push(transaction_id.to_owned());
+    }
+    order.reconciliation_status = "reconciled".into();
+    tracked.moved = true;
+}
+
 /// The return an order got from this file, if it was returned by it.
 pub fn current_return(tracked: &Tracked) -> Option<&ReturnObject> {
     tracked.order.current_return.as_ref()

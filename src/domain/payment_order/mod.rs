@@ -321,6 +321,7 @@ impl PaymentOrder {
         terms.extend(self.process_after.map(|at| Term::new("process_after", at.to_string())));
         terms.extend(sandbox_due.map(|at| Term::new(SANDBOX_DUE_TERM, at.to_string())));
         terms.extend(carry::bank_file_id(self).map(|id| Term::new(carry::BANK_FILE_TERM, id)));
+        terms.extend(self.transaction_ids.iter().map(|id| Term::new("transaction_id", id)));
         terms
             .extend(self.reference_numbers.iter().filter_map(|r| r["reference_number"].as_str()).map(|n| Term::new("reference_number", n)));
         terms

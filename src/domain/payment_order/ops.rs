@@ -390,8 +390,8 @@ fn filters(filter: &PaymentOrderFilter) -> Result<Vec<Filter>> {
         listing::eq("external_id", filter.external_id.as_deref()),
         listing::eq("status", filter.status.map(Status::as_str)),
         listing::eq("direction", filter.direction.map(Direction::as_str)),
-        // Reference numbers are the bank's (an ACH trace number, SPEC B4); Payrail records no
-        // transactions yet, so that filter matches nothing.
+        // Reference numbers are the bank's (an ACH trace number, SPEC B4); transaction ids are
+        // the booked entries that settled the order (SPEC B5).
         listing::eq("reference_number", filter.reference_number.as_deref()),
         listing::eq("transaction_id", filter.transaction_id.as_deref()),
     ]

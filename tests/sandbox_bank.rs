@@ -1,0 +1,119 @@
+//! The sandbox bank (SPEC B7): sandbox orders travel through the same pipeline as live ones
+//! (cut-off, file, the bank's answer files, the inbound reader), and the bank answers as Modern
+//! Treasury's sandbox does on the receiving account number: `123456789` settles (a transaction
+//! that reconciles the order), `100XX` is returned (ACH with `RXX`, wires without a code),
+//! `11111111...` fails; an expected payment gets a matching transaction within seconds.
+
+#[macro_use]
+mod common;
+
+use std::time::Duration;
+
+use common::{Key, TestServer, json};
+use serde_json::{Value, json};
+
+async fn fast_bank() -> TestServer {
+    TestServer::start_with(|c| c.sandbox_step_ms = 0).await
+}
+
+async fn account(server: &TestServer, key: &Key) -> String {
+    let body = json!({"name": "Operating", "currency": "USD", "party_name": "Acme Corp"});
+    let (status, created) = json(server.post("/api/internal_accounts", key, &body).send().await.unwrap()).await;
+    assert_eq!(status, 201, "{created}");
+    created["id"].as_str().unwrap().to_owned()
+}
+
+fn receiving(number: &str) -> Value {
+    json!({
+        "party_name": "Jane Doe",
+        "party_address": {"line1": "1 Main St", "locality": "Springfield", "region": "IL", "postal_code": "62701", "country": "US"},
+        "account_type": "checking",
+        "account_details": [{"account_number": number}],
+        "routing_details": [{"routing_number": "121141822", "routing_number_type": "aba"}],
+    })
+}
+
+async fn order(server: &TestServer, key: &Key, account: &str, kind: &str, number: &str, amount: i64) -> String {
+    let body = json!({"type": kind, "amount": amount, "direction": "credit", "originating_account_id": account, "receiving_account": receiving(number)});
+    let (status, created) = json(server.post("/api/payment_orders", key, &body).send().await.unwrap()).await;
+    assert_eq!(status, 201, "{created}");
+    created["id"].as_str().unwrap().to_owned()
+}
+
+async fn get(server: &TestServer, key: &Key, path: &str) -> Value {
+    let (status, body) = json(server.get(path, key).send().await.unwrap()).await;
+    assert_eq!(status, 200, "{path}: {body}");
+    body
+}
+
+/// Polls `path` until `done` holds (bounded: 20 s).
+async fn wait_until(server: &TestServer, key: &Key, path: &str, done: impl Fn(&Value) -> bool) -> Value {
+    for _ in 0..400 {
+        let body = get(server, key, path).await;
+        if done(&body) {
+            return body;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{path} never got there: {}", get(server, key, path).await);
+}
+
+async fn final_status(server: &TestServer, key: &Key, id: &str, status: &'static str) -> Value {
+    wait_until(server, key, &format!("/api/payment_orders/{id}"), |o| o["status"] == status).await
+}
+
+on_both_stores! {
+    /// B7: the receiving account number decides, for ACH and wires; a settled order is completed
+    /// by a booked transaction that names it (reconciled, a line item to the order).
+    #[tokio::test]
+    async fn b7_the_sandbox_bank_answers_by_receiving_account_number() {
+        let server = fast_bank().await;
+        let key = server.key().await;
+        let account = account(&server, &key).await;
+        let settles = order(&server, &key, &account, "ach", "123456789", 2_500).await;
+        let returns = order(&server, &key, &account, "ach", "10003", 2_600).await;
+        let fails = order(&server, &key, &account, "ach", "111111119999", 2_700).await;
+        let wire_returns = order(&server, &key, &account, "wire", "10029", 2_800).await;
+
+        let completed = final_status(&server, &key, &settles, "completed").await;
+        let txn_id = completed["transaction_ids"][0].as_str().expect("the booked transaction is linked").to_owned();
+        let txn = get(&server, &key, &format!("/api/transactions/{txn_id}")).await;
+        assert_eq!((txn["amount"].as_i64(), txn["direction"].as_str(), txn["reconciled"].as_bool()), (Some(2_500), Some("debit"), Some(true)));
+        assert_eq!(txn["internal_account_id"], account.as_str());
+        let items = get(&server, &key, &format!("/api/transactions/{txn_id}/line_items")).await;
+        assert_eq!(items[0]["transactable_id"], settles.as_str(), "{items}");
+
+        let returned = final_status(&server, &key, &returns, "returned").await;
+        assert_eq!(returned["current_return"]["code"], "R03", "{returned}");
+        let ret_id = returned["current_return"]["id"].as_str().unwrap();
+        assert_eq!(get(&server, &key, &format!("/api/returns/{ret_id}")).await["returnable_id"], returns.as_str());
+
+        let failed = final_status(&server, &key, &fails, "failed").await;
+        assert!(failed["vendor_failure_reason"].as_str().is_some_and(|r| r.starts_with("AC06")), "{failed}");
+
+        let wire = final_status(&server, &key, &wire_returns, "returned").await;
+        assert_eq!(wire["current_return"]["code"], Value::Null, "a wire comes back without a code: {wire}");
+        let events = get(&server, &key, &format!("/api/events?entity_id={wire_returns}&per_page=100")).await;
+        let mut names: Vec<&str> = events.as_array().unwrap().iter().map(|e| e["event_name"].as_str().unwrap()).collect();
+        names.reverse();
+        assert_eq!(names, ["created", "begin_processing", "sent", "completed", "returned"]);
+    }
+
+    /// B7: an expected payment gets a matching transaction from the sandbox bank within seconds
+    /// and is reconciled to it.
+    #[tokio::test]
+    async fn b7_an_expected_payment_is_booked_and_reconciled_within_seconds() {
+        let server = fast_bank().await;
+        let key = server.key().await;
+        let account = account(&server, &key).await;
+        let body = json!({"amount_lower_bound": 10_000, "amount_upper_bound": 10_500, "direction": "credit", "internal_account_id": account, "currency": "USD", "type": "ach"});
+        let (status, expected) = json(server.post("/api/expected_payments", &key, &body).send().await.unwrap()).await;
+        assert_eq!(status, 201, "{expected}");
+        let id = expected["id"].as_str().unwrap();
+        let reconciled = wait_until(&server, &key, &format!("/api/expected_payments/{id}"), |e| e["status"] == "reconciled").await;
+        let txn_id = reconciled["transaction_id"].as_str().expect("reconciled to a transaction");
+        let txn = get(&server, &key, &format!("/api/transactions/{txn_id}")).await;
+        assert_eq!((txn["amount"].as_i64(), txn["direction"].as_str(), txn["reconciled"].as_bool()), (Some(10_000), Some("credit"), Some(true)));
+        assert_eq!(txn["internal_account_id"], account.as_str());
+    }
+}
