@@ -15,6 +15,11 @@
 //! command line's own baseline: runtime, store, caches); the cut-off's peak is the kernel's
 //! `ru_maxrss` of the `payrail bank cutoff` child, its CPU time `ru_utime + ru_stime`. The file is then parsed back to check it
 //! carries every order. Prints a table line and a JSON line (the last line).
+//!
+//! With `--answers` (issue 21), the bank then answers and `payrail bank inbound` applies each
+//! answer file, timed with its own peak RSS (`wait4`): a NACHA file returning the first 10,000
+//! orders (`--returns N`), then a `camt.053` of 50,000 booked entries (`--statement-entries N`)
+//! with its opening and closing balances. Each run must apply the whole file.
 
 use std::path::Path;
 use std::process::Command;
@@ -35,15 +40,21 @@ const ORG: &str = "bench";
 struct Args {
     orders: usize,
     database_url: Option<String>,
+    answers: bool,
+    returns: usize,
+    statement_entries: usize,
 }
 
 fn args() -> Args {
-    let mut out = Args { orders: 100_000, database_url: None };
+    let mut out = Args { orders: 100_000, database_url: None, answers: false, returns: 10_000, statement_entries: 50_000 };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "--orders" => out.orders = it.next().and_then(|n| n.parse().ok()).expect("--orders N"),
             "--database-url" => out.database_url = it.next(),
+            "--answers" => out.answers = true,
+            "--returns" => out.returns = it.next().and_then(|n| n.parse().ok()).expect("--returns N"),
+            "--statement-entries" => out.statement_entries = it.next().and_then(|n| n.parse().ok()).expect("--statement-entries N"),
             "--bench" => {}
             other => panic!("unknown argument {other} (--orders N, --database-url URL)"),
         }
@@ -233,7 +244,126 @@ fn main() {
         "{}",
         json!({"bench": "cutoff", "store": store_name, "orders": args.orders, "seconds": seconds, "cpu_seconds": cpu, "load_average": load, "peak_rss_mb": peak_mb, "idle_rss_mb": idle_mb, "rss_above_idle_mb": peak_mb - idle_mb, "file_bytes": text.len()})
     );
+    if args.answers {
+        let account = runtime.block_on(account_number(&config));
+        answers::run(&args, dir.path(), database_url.as_deref(), &connection, &text, &account, store_name);
+    }
     if let (Some(url), Some(name)) = (&args.database_url, &database_name) {
         runtime.block_on(drop_database(url, name));
+    }
+}
+
+/// The account number of the bench's internal account (what a statement names it by).
+async fn account_number(config: &Config) -> String {
+    let (store, _) = payrail::connect(config).await.expect("open the store");
+    let scope = Scope { organization_id: ORG.into(), live_mode: true };
+    let query = payrail::store::ListQuery { kind: internal_account::KIND, scope, filters: Vec::new(), after_seq: None, limit: 1 };
+    let stored = store.list(&query).await.unwrap().items.remove(0);
+    let account = internal_account::parse(&stored).unwrap();
+    account.account_details[0].account_number.clone().unwrap()
+}
+
+mod answers {
+    //! The `--answers` phase: answer files made with Payrail's writers (checked by the readers'
+    //! own tests against carta-ach and the official XSDs), applied by `payrail bank inbound`.
+
+    use std::io::Read;
+    use std::path::Path;
+    use std::time::Instant;
+
+    use payrail::bank::formats::iso20022::camt::{CamtWriter, ReportHeader};
+    use payrail::bank::formats::nacha::answers::{AnswerKind, AnswerWriter, EntryAnswer};
+    use payrail::domain::bank_answer::{AccountRef, EntryDirection, StatementBalance, StatementEntry};
+    use payrail::domain::money::Currency;
+    use serde_json::json;
+
+    pub fn run(args: &super::Args, dir: &Path, url: Option<&str>, connection: &str, sent: &str, account: &str, store: &str) {
+        let inbound = dir.join("acme-bank/inbound");
+        std::fs::create_dir_all(&inbound).unwrap();
+        let returns = returns_file(sent, args.returns.min(args.orders));
+        std::fs::write(inbound.join("returns.ach"), &returns).unwrap();
+        let (seconds, peak_mb, out) = apply(dir, url, connection);
+        assert!(out.contains(&format!("returns={}", args.returns.min(args.orders))), "every return applied: {out}");
+        report("returns", store, args.returns.min(args.orders), returns.len(), seconds, peak_mb);
+
+        let statement = statement_file(account, args.statement_entries);
+        std::fs::write(inbound.join("statement.xml"), &statement).unwrap();
+        let (seconds, peak_mb, out) = apply(dir, url, connection);
+        assert!(out.contains(&format!("transactions={}", args.statement_entries)), "every entry applied: {out}");
+        report("camt053", store, args.statement_entries, statement.len(), seconds, peak_mb);
+    }
+
+    fn report(kind: &str, store: &str, items: usize, bytes: usize, seconds: f64, peak_mb: f64) {
+        println!("inbound {store}: a {kind} file of {items} items ({bytes} bytes) applied in {seconds:.1} s; peak RSS {peak_mb:.0} MB");
+        println!(
+            "{}",
+            json!({"bench": "inbound", "file": kind, "store": store, "items": items, "bytes": bytes, "seconds": seconds, "peak_rss_mb": peak_mb})
+        );
+    }
+
+    fn returns_file(sent: &str, n: usize) -> Vec<u8> {
+        let parsed = payrail::bank::formats::nacha::parse(sent).unwrap();
+        let payments = payrail::sandbox::payments::read(sent.as_bytes()).unwrap();
+        let mut writer = AnswerWriter::new(Vec::new(), &parsed.header, parsed.header.created.date()).unwrap();
+        for payment in payments.into_iter().take(n) {
+            let kind = AnswerKind::Return { code: "R01".into(), date_of_death: None, information: String::new() };
+            writer.push(&EntryAnswer { original: payment.ach.unwrap(), kind }).unwrap();
+        }
+        writer.finish().unwrap().0
+    }
+
+    fn statement_file(account: &str, n: usize) -> Vec<u8> {
+        let usd = Currency::parse("currency", "USD").unwrap();
+        let account = AccountRef { iban: None, account_number: Some(account.to_owned()) };
+        let balance = |balance_type: &str, amount| StatementBalance {
+            account: account.clone(),
+            balance_type: balance_type.into(),
+            amount,
+            currency: usd,
+            as_of_date: "2026-11-26".into(),
+        };
+        let header = ReportHeader {
+            message_id: "BENCH-STMT-1".into(),
+            created_at: time::OffsetDateTime::UNIX_EPOCH,
+            report_id: "BENCH-STMT-1".into(),
+            account: account.clone(),
+            currency: usd,
+        };
+        let balances = [balance("opening_ledger", 1_000_000), balance("closing_ledger", 1_000_000 + n as i64 * 100)];
+        let mut writer = CamtWriter::statement(Vec::new(), &header, &balances).unwrap();
+        for i in 0..n {
+            writer
+                .entry(&StatementEntry {
+                    account: account.clone(),
+                    amount: 100,
+                    currency: usd,
+                    direction: EntryDirection::Credit,
+                    booking_date: "2026-11-26".into(),
+                    value_date: None,
+                    end_to_end_id: None,
+                    ach_trace_number: None,
+                    bank_reference: Some(format!("BENCH-{i}")),
+                    description: "INCOMING ACH".into(),
+                    rail: Some("ach".into()),
+                    reversal: false,
+                })
+                .unwrap();
+        }
+        writer.finish().unwrap()
+    }
+
+    /// Runs `payrail bank inbound`: its seconds, its own peak RSS in MB, and its stdout.
+    #[allow(clippy::zombie_processes)] // reaped by `wait4`, which gives the child's own rusage
+    fn apply(dir: &Path, url: Option<&str>, connection: &str) -> (f64, f64, String) {
+        let started = Instant::now();
+        let mut child = super::payrail(dir, url, &["bank", "inbound", connection]).stdout(std::process::Stdio::piped()).spawn().unwrap();
+        let mut out = String::new();
+        child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+        let mut status = 0;
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: the pid is our child's, `status` and `usage` are valid and writable.
+        let pid = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
+        assert!(pid > 0 && status == 0, "bank inbound failed: {out}");
+        (started.elapsed().as_secs_f64(), usage.ru_maxrss as f64 / 1024.0, out)
     }
 }
