@@ -177,48 +177,16 @@ async fn sftp_live(server: &TestServer, sshd: &common::sshd::Sshd, org: &str) ->
     }
     let identity = server.dir.path().join(format!("{org}_ed25519"));
     std::fs::write(&identity, &sshd.user_key.private).unwrap();
-    let config = server.dir.path().join(format!("{org}-sftp.toml"));
-    std::fs::write(
-        &config,
-        format!(
-            r#"name = "Acme Bank"
-organization = "{org}"
-mode = "live"
-timezone = "America/New_York"
-cutoffs = ["{cutoff}"]
-[transport]
-kind = "sftp"
-host = "127.0.0.1"
-port = {port}
-user = "{user}"
-identity_file = "{identity}"
-host_key = "{host_key}"
-outbound_dir = "{outbound}"
-inbound_dir = "{inbound}"
-[ach]
-immediate_destination = "021000021"
-immediate_destination_name = "ACME BANK"
-immediate_origin = "1234567890"
-immediate_origin_name = "ACME CORP"
-company_id = "1234567890"
-company_name = "ACME CORP"
-[iso20022]
-initiating_party_name = "ACME CORP"
-debtor_agent_bic = "ACMEUS33XXX"
-"#,
-            cutoff = far_cutoff(),
-            port = sshd.port,
-            user = sshd.user,
-            identity = identity.display(),
-            host_key = sshd.host_key.public.trim(),
-            outbound = root.join("outbound").display(),
-            inbound = root.join("inbound").display(),
-        ),
-    )
-    .unwrap();
-    let output = common::cli(server, &["connections", "add", "--config", config.to_str().unwrap(), "--json"]).await;
-    assert!(output.status.success(), "connections add: {}", text(&output.stderr));
-    let connection = serde_json::from_slice::<Value>(&output.stdout).unwrap()["id"].as_str().unwrap().to_owned();
+    let transport = format!(
+        "kind = \"sftp\"\nhost = \"127.0.0.1\"\nport = {}\nuser = \"{}\"\nidentity_file = \"{}\"\nhost_key = \"{}\"\noutbound_dir = \"{}\"\ninbound_dir = \"{}\"",
+        sshd.port,
+        sshd.user,
+        identity.display(),
+        sshd.host_key.public.trim(),
+        root.join("outbound").display(),
+        root.join("inbound").display(),
+    );
+    let connection = add_connection(server, &root, &config_toml(org, &far_cutoff(), &transport)).await;
     let body = json!({"name": "Operating", "currency": "USD", "party_name": "Acme Corp", "connection_id": connection});
     let (status, account) = json(server.post("/api/internal_accounts", &key, &body).send().await.unwrap()).await;
     assert_eq!(status, 201, "{account}");

@@ -16,24 +16,17 @@ pub fn far_cutoff() -> String {
     later.to_zoned(jiff::tz::TimeZone::get("America/New_York").unwrap()).strftime("%H:%M").to_string()
 }
 
-/// Registers a live directory connection for `org` with ACH and ISO 20022 identities and the
-/// given cut-off time; returns its id and its outbound folder.
-pub async fn bank(server: &TestServer, org: &str, cutoff: &str) -> (String, PathBuf) {
-    let dir = server.dir.path().join(format!("bank-{org}"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let config = dir.join("connection.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"name = "Acme Bank"
+/// A live connection's config for `org` with ACH and ISO 20022 identities, the cut-off time
+/// `cutoff` and the `[transport]` section's keys `transport`.
+pub fn config_toml(org: &str, cutoff: &str, transport: &str) -> String {
+    format!(
+        r#"name = "Acme Bank"
 organization = "{org}"
 mode = "live"
 timezone = "America/New_York"
 cutoffs = ["{cutoff}"]
 [transport]
-kind = "directory"
-outbound_dir = "outbound"
-inbound_dir = "inbound"
+{transport}
 [ach]
 immediate_destination = "021000021"
 immediate_destination_name = "ACME BANK"
@@ -45,13 +38,28 @@ company_name = "ACME CORP"
 initiating_party_name = "ACME CORP"
 debtor_agent_bic = "ACMEUS33XXX"
 "#
-        ),
     )
-    .unwrap();
-    let output = super::cli(server, &["connections", "add", "--config", config.to_str().unwrap(), "--json"]).await;
+}
+
+/// Registers the connection `config` describes (`payrail connections add`, the file in `dir`);
+/// returns its id.
+pub async fn add_connection(server: &TestServer, dir: &Path, config: &str) -> String {
+    let path = dir.join("connection.toml");
+    std::fs::write(&path, config).unwrap();
+    let output = super::cli(server, &["connections", "add", "--config", path.to_str().unwrap(), "--json"]).await;
     assert!(output.status.success(), "connections add: {}", String::from_utf8_lossy(&output.stderr));
     let added: Value = serde_json::from_slice(&output.stdout).unwrap();
-    (added["id"].as_str().unwrap().to_owned(), dir.join("outbound").canonicalize().unwrap())
+    added["id"].as_str().unwrap().to_owned()
+}
+
+/// Registers a live directory connection for `org` with ACH and ISO 20022 identities and the
+/// given cut-off time; returns its id and its outbound folder.
+pub async fn bank(server: &TestServer, org: &str, cutoff: &str) -> (String, PathBuf) {
+    let dir = server.dir.path().join(format!("bank-{org}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = config_toml(org, cutoff, "kind = \"directory\"\noutbound_dir = \"outbound\"\ninbound_dir = \"inbound\"");
+    let id = add_connection(server, &dir, &config).await;
+    (id, dir.join("outbound").canonicalize().unwrap())
 }
 
 /// A live tenant with a connection and an internal account on it.
