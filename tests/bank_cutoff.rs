@@ -28,21 +28,7 @@ const XSD: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/compat/iso20022/xsd/pain
 
 /// The `payrail` command on `server`'s database, as `common::cli` runs it, not yet started.
 async fn payrail(server: &TestServer, args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_payrail"));
-    for (name, _) in std::env::vars_os() {
-        if name.to_string_lossy().starts_with("PAYRAIL_") {
-            command.env_remove(&name);
-        }
-    }
-    command.arg("--data-dir").arg(server.dir.path());
-    if let Some(url) = common::test_database_url(server.dir.path()).await {
-        command.arg("--database-url").arg(url);
-    }
-    if let Some(path) = &server.master_key_file {
-        command.arg("--master-key-file").arg(path);
-    }
-    command.args(args);
-    command
+    common::cli_command(server, args).await
 }
 
 /// Runs `payrail bank cutoff CONNECTION`; its output.

@@ -302,3 +302,136 @@ on_both_stores! {
         assert_eq!(events_of(&server, &live, account_id).await.iter().filter(|e| *e == "updated").count(), 1);
     }
 }
+
+/// A `camt.053` of `n` booked credits of 1.00 to account `number`, as a bank writes it.
+fn statement(number: &str, n: usize) -> Vec<u8> {
+    use payrail::bank::formats::iso20022::camt::{CamtWriter, ReportHeader};
+    use payrail::domain::bank_answer::{AccountRef, EntryDirection, StatementBalance, StatementEntry};
+    let usd = payrail::domain::money::Currency::USD;
+    let account = AccountRef { iban: None, account_number: Some(number.to_owned()) };
+    let balance = |balance_type: &str, amount| StatementBalance {
+        account: account.clone(),
+        balance_type: balance_type.into(),
+        amount,
+        currency: usd,
+        as_of_date: "2026-11-26".into(),
+    };
+    let header = ReportHeader {
+        message_id: format!("STMT-{n}"),
+        created_at: time::OffsetDateTime::UNIX_EPOCH,
+        report_id: format!("STMT-{n}"),
+        account: account.clone(),
+        currency: usd,
+    };
+    let mut writer =
+        CamtWriter::statement(Vec::new(), &header, &[balance("opening_ledger", 0), balance("closing_ledger", n as i64 * 100)]).unwrap();
+    for i in 0..n {
+        let entry = StatementEntry {
+            account: account.clone(),
+            amount: 100,
+            currency: usd,
+            direction: EntryDirection::Credit,
+            booking_date: "2026-11-26".into(),
+            value_date: None,
+            end_to_end_id: None,
+            ach_trace_number: None,
+            bank_reference: Some(format!("E{i}")),
+            description: "INCOMING ACH".into(),
+            rail: Some("ach".into()),
+            reversal: false,
+        };
+        writer.entry(&entry).unwrap();
+    }
+    writer.finish().unwrap()
+}
+
+/// The account number of the tenant's internal account.
+async fn account_number(server: &TestServer, live: &Live) -> String {
+    let account = get_json(server, live, &format!("/api/internal_accounts/{}", live.account)).await;
+    account["account_details"][0]["account_number"].as_str().unwrap().to_owned()
+}
+
+async fn get_json(server: &TestServer, live: &Live, path: &str) -> Value {
+    let (status, body) = json(server.get(path, &live.key).send().await.unwrap()).await;
+    assert_eq!(status, 200, "{path}: {body}");
+    body
+}
+
+/// The transactions of the tenant's internal account, all pages.
+async fn transactions(server: &TestServer, live: &Live) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut cursor = String::new();
+    loop {
+        let path = format!("/api/transactions?internal_account_id={}&per_page=100&after_cursor={cursor}", live.account);
+        // A keep-alive connection the server closed while the test waited is retried once.
+        let response = match server.get(&path, &live.key).send().await {
+            Ok(response) => response,
+            Err(_) => server.get(&path, &live.key).send().await.unwrap(),
+        };
+        let next = response.headers().get("x-after-cursor").map(|v| v.to_str().unwrap().to_owned()).unwrap_or_default();
+        let (status, page) = json(response).await;
+        assert_eq!(status, 200, "{page}");
+        out.extend(page.as_array().unwrap().iter().cloned());
+        if next.is_empty() {
+            return out;
+        }
+        cursor = next;
+    }
+}
+
+on_both_stores! {
+    /// B5, B6: a camt.053 makes a transaction per booked entry (unreconciled: nothing expected
+    /// them) and a balance report with its OPBD and CLBD balances; `kill -9` of the reader in
+    /// the middle of the file, then a second reader, leave it applied exactly once.
+    #[tokio::test]
+    async fn b5_kill_9_while_applying_a_statement_applies_it_exactly_once() {
+        let server = quiet_server().await;
+        let live = live(&server, "acme").await;
+        let number = account_number(&server, &live).await;
+        let entries = 3_000;
+        drop_file(&live, "statement-1.xml", &statement(&number, entries));
+        let mut child = common::cli_command(&server, &["bank", "inbound", &live.connection]).await.spawn().unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        child.kill().unwrap(); // SIGKILL, most likely while the file is read or staged
+        child.wait().unwrap();
+        // The killed reader's lease runs out; the next reader waits for it, then finishes.
+        let printed = read_inbound(&server, &live).await;
+        assert!(printed.contains("statement-1.xml") || printed.contains("empty"), "{printed}");
+
+        let all = transactions(&server, &live).await;
+        assert_eq!(all.len(), entries, "every entry once");
+        assert!(all.iter().all(|t| t["reconciled"] == false && t["amount"] == 100 && t["direction"] == "credit"));
+        let reports = get_json(&server, &live, &format!("/api/internal_accounts/{}/balance_reports", live.account)).await;
+        let reports = reports.as_array().unwrap();
+        assert_eq!(reports.len(), 1, "{reports:?}");
+        let mut kinds: Vec<(&str, i64)> =
+            reports[0]["balances"].as_array().unwrap().iter().map(|b| (b["balance_type"].as_str().unwrap(), b["amount"].as_i64().unwrap())).collect();
+        kinds.sort();
+        assert_eq!(kinds, [("closing_ledger", entries as i64 * 100), ("opening_ledger", 0)]);
+        assert_eq!(bank_files(&server, &live.connection).await.iter().filter(|f| f["direction"] == "inbound").count(), 1);
+        assert!(names_in(&inbound(&live)).is_empty());
+    }
+
+    /// B5: two readers of one inbound folder at once (two processes on one database) apply each
+    /// file exactly once.
+    #[tokio::test]
+    async fn b5_two_readers_of_one_folder_apply_each_file_once() {
+        let server = quiet_server().await;
+        let live = live(&server, "acme").await;
+        let number = account_number(&server, &live).await;
+        for (n, entries) in [(1, 40), (2, 60), (3, 80)] {
+            drop_file(&live, &format!("statement-{n}.xml"), &statement(&number, entries));
+        }
+        let mut first = common::cli_command(&server, &["bank", "inbound", &live.connection]).await;
+        let mut second = common::cli_command(&server, &["bank", "inbound", &live.connection]).await;
+        let (a, b) = tokio::join!(
+            tokio::task::spawn_blocking(move || first.output().unwrap()),
+            tokio::task::spawn_blocking(move || second.output().unwrap())
+        );
+        for output in [a.unwrap(), b.unwrap()] {
+            assert!(output.status.success(), "{}", text(&output.stderr));
+        }
+        assert_eq!(transactions(&server, &live).await.len(), 180, "each file once");
+        assert_eq!(bank_files(&server, &live.connection).await.iter().filter(|f| f["direction"] == "inbound").count(), 3);
+    }
+}

@@ -358,9 +358,9 @@ pub async fn run_compat_script(server: &TestServer, secret: &str, script: &str, 
     .expect("the script runner thread")
 }
 
-/// Runs the `payrail` command line on `server`'s database (as an operator would beside it),
-/// with no `PAYRAIL_*` variable of the test's environment leaking in.
-pub async fn cli(server: &TestServer, args: &[&str]) -> std::process::Output {
+/// The `payrail` command line on `server`'s database (as an operator would run it beside it),
+/// with no `PAYRAIL_*` variable of the test's environment leaking in; not yet started.
+pub async fn cli_command(server: &TestServer, args: &[&str]) -> std::process::Command {
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_payrail"));
     for (name, _) in std::env::vars_os() {
         if name.to_string_lossy().starts_with("PAYRAIL_") {
@@ -374,7 +374,13 @@ pub async fn cli(server: &TestServer, args: &[&str]) -> std::process::Output {
     if let Some(path) = &server.master_key_file {
         command.arg("--master-key-file").arg(path);
     }
-    command.args(args).output().expect("run payrail")
+    command.args(args);
+    command
+}
+
+/// Runs the `payrail` command line on `server`'s database; its output.
+pub async fn cli(server: &TestServer, args: &[&str]) -> std::process::Output {
+    cli_command(server, args).await.output().expect("run payrail")
 }
 
 /// Registers a live directory-transport connection for `org` on `server` (`payrail connections
