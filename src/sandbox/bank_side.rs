@@ -1,8 +1,8 @@
 //! The sandbox bank's side of each sandbox connection's folders (SPEC B7): it takes the files
 //! Payrail left in `outbound/`, and a step after each arrived, answers it in `inbound/`
 //! ([`super::answers`]); the returns follow a step later. What it answered is kept beside the
-//! folders (`answered/NAME.json`: the answers still to come and when), so a restart resumes
-//! where it was; an answer written again after a crash has the same bytes, and the inbound
+//! folders (`answered/NAME.json`: the answers still to come and when; a file answered whole is
+//! moved to `answered/NAME`), so a restart resumes where it was; an answer written again after a crash has the same bytes, and the inbound
 //! reader applies it once.
 //!
 //! Each connection's folder records its tenant (`tenant.json`), so the bank finds its
@@ -154,16 +154,21 @@ fn answer_due(folders: &Folders, step: Duration) -> anyhow::Result<()> {
     names.sort();
     for (name, arrived) in names.into_iter().take(FILES_PER_PASS) {
         let marker_path = folders.answered.join(format!("{name}.json"));
-        match std::fs::read(&marker_path) {
+        let done = match std::fs::read(&marker_path) {
             Ok(bytes) => finish_later(folders, &marker_path, serde_json::from_slice(&bytes)?, now)?,
             Err(_) if now.duration_since(arrived).unwrap_or_default() >= step => answer_file(folders, &name, arrived, step, &marker_path)?,
-            Err(_) => {}
+            Err(_) => false,
+        };
+        if done {
+            // Answered whole: out of the way, so `outbound/` holds only what is still owed.
+            std::fs::rename(folders.outbound.join(&name), folders.answered.join(&name))?;
         }
     }
     Ok(())
 }
 
-fn answer_file(folders: &Folders, name: &str, arrived: SystemTime, step: Duration, marker_path: &Path) -> anyhow::Result<()> {
+/// Answers a sent file now (and records what it owes later); whether it is answered whole.
+fn answer_file(folders: &Folders, name: &str, arrived: SystemTime, step: Duration, marker_path: &Path) -> anyhow::Result<bool> {
     let bytes = std::fs::read(folders.outbound.join(name))?;
     let arrived_at = time::OffsetDateTime::from(arrived);
     let answers = payments::read(&bytes).and_then(|payments| answers::answer(name, &payments, arrived_at));
@@ -179,19 +184,26 @@ fn answer_file(folders: &Folders, name: &str, arrived: SystemTime, step: Duratio
     }
     let due = arrived + step * 2;
     let due_unix_ms = due.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_millis() as u64;
-    let later = answers.later.into_iter().map(|(n, c)| (n, String::from_utf8_lossy(&c).into_owned())).collect();
-    write_whole(marker_path, &serde_json::to_vec(&Marker { due_unix_ms, later })?)
+    let later: Vec<(String, String)> = answers.later.into_iter().map(|(n, c)| (n, String::from_utf8_lossy(&c).into_owned())).collect();
+    let whole = later.is_empty();
+    write_whole(marker_path, &serde_json::to_vec(&Marker { due_unix_ms, later })?)?;
+    Ok(whole)
 }
 
-fn finish_later(folders: &Folders, marker_path: &Path, marker: Marker, now: SystemTime) -> anyhow::Result<()> {
+/// Writes the later answers of a sent file once due; whether it is answered whole.
+fn finish_later(folders: &Folders, marker_path: &Path, marker: Marker, now: SystemTime) -> anyhow::Result<bool> {
     let now_ms = now.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_millis() as u64;
-    if marker.later.is_empty() || now_ms < marker.due_unix_ms {
-        return Ok(());
+    if marker.later.is_empty() {
+        return Ok(true);
+    }
+    if now_ms < marker.due_unix_ms {
+        return Ok(false);
     }
     for (answer, content) in &marker.later {
         write_whole(&folders.inbound.join(answer), content.as_bytes())?;
     }
-    write_whole(marker_path, &serde_json::to_vec(&Marker { due_unix_ms: marker.due_unix_ms, later: Vec::new() })?)
+    write_whole(marker_path, &serde_json::to_vec(&Marker { due_unix_ms: marker.due_unix_ms, later: Vec::new() })?)?;
+    Ok(true)
 }
 
 /// Writes `path` whole: a hidden temporary name, flushed, then renamed (readers list neither
