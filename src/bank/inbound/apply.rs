@@ -42,6 +42,17 @@ pub async fn stage(ctx: &Ctx<'_>, batch: &mut WriteBatch, connection_id: &str, f
         accounts: accounts_of(ctx, connection_id).await?,
         balances: BTreeMap::new(),
     };
+    let traces: Vec<&str> = file
+        .answers
+        .iter()
+        .filter_map(|a| match a {
+            Answer::Return(r) => Some(r.original_trace_number.as_str()),
+            Answer::Correction(c) => Some(c.original_trace_number.as_str()),
+            Answer::Entry(e) if e.end_to_end_id.is_none() => e.ach_trace_number.as_deref(),
+            _ => None,
+        })
+        .collect();
+    s.orders.preload_traces(ctx, &traces).await?;
     for answer in &file.answers {
         match answer {
             Answer::Return(ret) => s.returned(ret).await?,

@@ -106,6 +106,34 @@ impl Orders {
         }
     }
 
+    /// Reads at once the ACH orders that carried `traces` (a file of thousands of returns looks
+    /// its orders up a chunk at a time, not one query per return).
+    pub async fn preload_traces(&mut self, ctx: &Ctx<'_>, traces: &[&str]) -> Result<()> {
+        let mut wanted: Vec<String> = traces.iter().filter(|t| !self.trace_to_id.contains_key(**t)).map(|t| (*t).to_owned()).collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        for chunk in wanted.chunks(PRELOAD_CHUNK) {
+            let query = ListQuery {
+                kind: KIND,
+                scope: ctx.scope.clone(),
+                filters: vec![Filter::AnyOf { name: "reference_number".into(), values: chunk.to_vec() }],
+                after_seq: None,
+                limit: chunk.len() * 2,
+            };
+            for stored in ctx.store.list(&query).await?.items {
+                let order = parse(&stored)?;
+                for trace in order.reference_numbers.iter().filter_map(|r| r["reference_number"].as_str()) {
+                    self.trace_to_id.insert(trace.to_owned(), Some(stored.id.clone()));
+                }
+                self.by_id.entry(stored.id.clone()).or_insert(Tracked { order, version: stored.version, moved: false });
+            }
+            for trace in chunk {
+                self.trace_to_id.entry(trace.clone()).or_insert(None);
+            }
+        }
+        Ok(())
+    }
+
     /// Stages the replace of every order that moved, each against the version first read.
     pub fn finish(self, ctx: &Ctx<'_>, batch: &mut WriteBatch) -> Result<usize> {
         let mut moved = 0;
@@ -117,6 +145,9 @@ impl Orders {
         Ok(moved)
     }
 }
+
+/// Trace numbers looked up per query by [`Orders::preload_traces`].
+const PRELOAD_CHUNK: usize = 500;
 
 /// `01920dfa78547011a1ff441cc96a09e9` as `01920dfa-7854-7011-a1ff-441cc96a09e9`.
 fn uuid_of(hex: &str) -> Option<String> {
