@@ -116,8 +116,9 @@ async fn write_and_commit(db: &Db, group: &[Job], outcomes: &mut [Option<Result<
         Ok(client) => client,
         Err(err) => return Written::RolledBack(err),
     };
-    let written = match within(db.deadline, write_group(&client, group, outcomes)).await {
-        Ok(()) => match faults::commit(&client, db.deadline).await {
+    let deadline = db.deadline_for(group.iter().map(|job| job.item.writes.len()).sum());
+    let written = match within(deadline, write_group(&client, group, outcomes)).await {
+        Ok(()) => match faults::commit(&client, deadline).await {
             Ok(()) => Written::Committed,
             Err(err @ Error::OutcomeUnknown { .. }) => Written::OutcomeUnknown(err),
             Err(refused) => Written::RolledBack(refused),

@@ -181,11 +181,12 @@ fn unreachable(url: &str, err: &tokio_postgres::Error) -> anyhow::Error {
 /// COMMIT under its own (`faults::commit`: no answer is an unknown outcome, not a failure).
 async fn commit_alone(db: &Db, batch: WriteBatch) -> Result<()> {
     let client = db.get().await?;
-    let key_epoch = match within(db.deadline, write_alone(&client, &batch)).await {
+    let deadline = db.deadline_for(batch.writes.len());
+    let key_epoch = match within(deadline, write_alone(&client, &batch)).await {
         Ok(epoch) => epoch,
         Err(err) => return roll_back(db, client, err).await,
     };
-    if let Err(err) = faults::commit(&client, db.deadline).await {
+    if let Err(err) = faults::commit(&client, deadline).await {
         return db.settle(client, Err(err));
     }
     // A key change returns only once no instance can still serve the old key from its cache
