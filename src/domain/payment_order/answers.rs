@@ -120,10 +120,12 @@ impl Orders {
                 after_seq: None,
                 limit: chunk.len() * 2,
             };
+            // Newest first: a trace number a later file used again names its newest order, as
+            // `by_trace_number` finds it.
             for stored in ctx.store.list(&query).await?.items {
                 let order = parse(&stored)?;
                 for trace in order.reference_numbers.iter().filter_map(|r| r["reference_number"].as_str()) {
-                    self.trace_to_id.insert(trace.to_owned(), Some(stored.id.clone()));
+                    self.trace_to_id.entry(trace.to_owned()).or_insert_with(|| Some(stored.id.clone()));
                 }
                 self.by_id.entry(stored.id.clone()).or_insert(Tracked { order, version: stored.version, moved: false });
             }
