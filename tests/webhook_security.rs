@@ -420,7 +420,11 @@ on_both_stores! {
 async fn w5_delivery_failures_say_only_timeout_connection_tls_or_status() {
     let server = TestServer::start_with(fast).await;
     let key = server.key().await;
-    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    // Bound but never listening: the port stays ours (no other test can take it meanwhile) and
+    // a connection to it is refused.
+    let closed_socket = tokio::net::TcpSocket::new_v4().unwrap();
+    closed_socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let closed = closed_socket.local_addr().unwrap().port();
     let (open, _closer) = closing_port().await;
     let plain = Receiver::start(200).await;
     let failing = Receiver::start(503).await;
