@@ -298,6 +298,29 @@ fn to_json(account: &InternalAccount) -> Result<String> {
     serde_json::to_string(account).map_err(|e| Error::internal(format!("internal account: {e}")))
 }
 
+/// The internal accounts of `scope` on connection `connection_id`, oldest last, at most `max`.
+pub async fn of_connection(
+    store: &dyn crate::store::Store,
+    scope: &Scope,
+    connection_id: &str,
+    max: usize,
+) -> Result<Vec<InternalAccount>> {
+    let mut out = Vec::new();
+    let mut after_seq = None;
+    loop {
+        let filters = vec![Filter::Eq { name: "connection_id".into(), value: connection_id.into() }];
+        let query = crate::store::ListQuery { kind: KIND, scope: scope.clone(), filters, after_seq, limit: 500 };
+        let page = store.list(&query).await?;
+        for stored in &page.items {
+            out.push(parse(stored)?);
+        }
+        match page.next_seq {
+            Some(seq) if out.len() < max => after_seq = Some(seq),
+            _ => return Ok(out),
+        }
+    }
+}
+
 pub fn parse(stored: &StoredObject) -> Result<InternalAccount> {
     serde_json::from_str(&stored.doc).map_err(|e| Error::internal(format!("stored internal account {}: {e}", stored.id)))
 }

@@ -60,7 +60,7 @@ fn stem(name: &str) -> String {
 /// first 16 hex digits of its SHA-256.
 fn short_id(text: &str) -> String {
     use sha2::Digest as _;
-    sha2::Sha256::digest(text.as_bytes()).iter().take(8).map(|b| format!("{b:02x}")).collect()
+    crate::bank::cutoff::write::hex(&sha2::Sha256::digest(text.as_bytes())[..8])
 }
 
 fn status_report(stem: &str, failed: &[&(&Payment, Fate)], arrived: OffsetDateTime) -> Result<Vec<u8>, String> {

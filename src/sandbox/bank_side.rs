@@ -77,11 +77,14 @@ pub async fn answer_all(state: &AppState, step_ms: u64) -> anyhow::Result<()> {
     for entry in entries.flatten() {
         let Some(registered) = registered_of(&entry.path()) else { continue };
         let folders = Folders::of(&state.config.data_dir, &registered.connection.id);
-        let answered = tokio::task::spawn_blocking(move || answer_due(&folders, step)).await?;
+        let (folders, answered) = tokio::task::spawn_blocking(move || {
+            let answered = answer_due(&folders, step);
+            (folders, answered)
+        })
+        .await?;
         if let Err(err) = answered {
             tracing::warn!(connection = %registered.connection.id, error = %format!("{err:#}"), "the sandbox bank could not answer a file");
         }
-        let folders = Folders::of(&state.config.data_dir, &registered.connection.id);
         if let Err(err) = book_expected(state, &registered, &folders).await {
             tracing::warn!(connection = %registered.connection.id, error = %format!("{err:#}"), "the sandbox bank could not book an expected payment");
         }

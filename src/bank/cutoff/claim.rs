@@ -39,25 +39,7 @@ const CLAIM_ATTEMPTS_MAX: usize = 8;
 
 /// The connection's internal accounts.
 pub async fn accounts(run: &Run<'_>) -> Result<Vec<InternalAccount>> {
-    let mut out = Vec::new();
-    let mut after_seq = None;
-    loop {
-        let query = ListQuery {
-            kind: internal_account::KIND,
-            scope: run.scope.clone(),
-            filters: vec![Filter::Eq { name: "connection_id".into(), value: run.connection_id.clone() }],
-            after_seq,
-            limit: 500,
-        };
-        let page = run.store.list(&query).await?;
-        for stored in &page.items {
-            out.push(internal_account::parse(stored)?);
-        }
-        match page.next_seq {
-            Some(seq) if out.len() < ACCOUNTS_MAX => after_seq = Some(seq),
-            _ => return Ok(out),
-        }
-    }
+    internal_account::of_connection(run.store.as_ref(), &run.scope, &run.connection_id, ACCOUNTS_MAX).await
 }
 
 /// An order ready to claim: as read (and the version it was read at), its frozen item and the

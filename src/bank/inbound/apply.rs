@@ -20,11 +20,11 @@ use crate::domain::bank_answer::{
 use crate::domain::correction::{self, Corrections};
 use crate::domain::enums::Direction;
 use crate::domain::expected_payment::Reconciler;
-use crate::domain::internal_account::{self, InternalAccount};
+use crate::domain::internal_account;
 use crate::domain::payment_order::answers::{self, Applied, Orders, Outcome};
 use crate::domain::transaction::{self, NewTransaction, Settles};
 use crate::error::Result;
-use crate::store::{Filter, ListQuery, WriteBatch};
+use crate::store::WriteBatch;
 
 use super::record::Effects;
 
@@ -67,25 +67,15 @@ pub async fn stage(ctx: &Ctx<'_>, batch: &mut WriteBatch, connection_id: &str, f
 
 /// The internal accounts of the connection, by the numbers a bank names them with.
 async fn accounts_of(ctx: &Ctx<'_>, connection_id: &str) -> Result<HashMap<String, String>> {
+    let max = crate::bank::cutoff::claim::ACCOUNTS_MAX;
+    let accounts = internal_account::of_connection(ctx.store, ctx.scope, connection_id, max).await?;
     let mut out = HashMap::new();
-    let mut after_seq = None;
-    loop {
-        let filters = vec![Filter::Eq { name: "connection_id".into(), value: connection_id.into() }];
-        let page =
-            ctx.store.list(&ListQuery { kind: internal_account::KIND, scope: ctx.scope.clone(), filters, after_seq, limit: 500 }).await?;
-        for stored in &page.items {
-            let account: InternalAccount = internal_account::parse(stored)?;
-            for detail in &account.account_details {
-                if let Some(number) = &detail.account_number {
-                    out.insert(number.replace(' ', ""), account.id.clone());
-                }
-            }
-        }
-        match page.next_seq {
-            Some(seq) => after_seq = Some(seq),
-            None => return Ok(out),
+    for account in accounts {
+        for number in account.account_details.iter().filter_map(|d| d.account_number.as_ref()) {
+            out.insert(number.replace(' ', ""), account.id.clone());
         }
     }
+    Ok(out)
 }
 
 /// One file's staging: what it touched so far, each thing read once and written once.
