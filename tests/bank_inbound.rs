@@ -303,6 +303,75 @@ on_both_stores! {
     }
 }
 
+/// A second live connection of `live`'s tenant, with the same ACH identities (so the same ODFI),
+/// its own folders and an internal account on it.
+async fn second_connection(server: &TestServer, live: &Live, org: &str) -> Live {
+    let dir = server.dir.path().join(format!("bank-{org}-2"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = config_toml(org, &far_cutoff(), "kind = \"directory\"\noutbound_dir = \"outbound\"\ninbound_dir = \"inbound\"");
+    let connection = add_connection(server, &dir, &config).await;
+    let body = json!({"name": "Second", "currency": "USD", "party_name": "Acme Corp", "connection_id": connection});
+    let (status, account) = json(server.post("/api/internal_accounts", &live.key, &body).send().await.unwrap()).await;
+    assert_eq!(status, 201, "{account}");
+    let key = live.key.clone();
+    Live { key, connection, outbound: dir.join("outbound").canonicalize().unwrap(), account: account["id"].as_str().unwrap().to_owned() }
+}
+
+/// The NACHA return of `order`'s entry (`code`), from whichever of `live`'s sent files carried it.
+fn return_of(live: &Live, order: &Value, code: &str) -> Vec<u8> {
+    use payrail::bank::formats::nacha::answers::AnswerKind;
+    let trace = trace_of(order);
+    let sent = folder(&live.outbound)
+        .into_values()
+        .find(|bytes| {
+            payrail::sandbox::payments::read(bytes).unwrap().iter().any(|p| p.ach.as_ref().is_some_and(|e| e.trace.to_string() == trace))
+        })
+        .expect("a sent file carried the trace");
+    nacha_answers(&sent, &[(trace, AnswerKind::Return { code: code.into(), date_of_death: None, information: String::new() })])
+}
+
+on_both_stores! {
+    /// B3, B5: trace numbers are unique across a connection's files, not only within one (the
+    /// second file of the day goes on from the first), and a return names an order only among
+    /// those its own connection sent: a second connection with the same ODFI numbers its own
+    /// entries from 1, and a return of that trace on one connection never touches the other's.
+    #[tokio::test]
+    async fn b3_b5_trace_numbers_are_unique_per_connection_and_returns_stay_on_theirs() {
+        let server = quiet_server().await;
+        let first = live(&server, "acme").await;
+        let other = second_connection(&server, &first, "acme").await;
+        let ach = |name: &str| json!({"type": "ach", "amount": 2_500, "direction": "credit", "receiving_account": ach_receiving(name)});
+        let a = order(&server, &first, ach("Ann")).await;
+        cutoff_now(&server, &first).await;
+        let b = order(&server, &first, ach("Bob")).await;
+        cutoff_now(&server, &first).await;
+        let c = order(&server, &other, ach("Cat")).await;
+        cutoff_now(&server, &other).await;
+        let [a, b, c] = [(&first, &a), (&first, &b), (&other, &c)];
+        let a = get_order(&server, a.0, a.1["id"].as_str().unwrap()).await;
+        let b = get_order(&server, b.0, b.1["id"].as_str().unwrap()).await;
+        let c = get_order(&server, c.0, c.1["id"].as_str().unwrap()).await;
+        assert_eq!(folder(&first.outbound).len(), 2, "two files on the first connection");
+        let sequence = |o: &Value| trace_of(o)[8..].parse::<u32>().unwrap();
+        assert_eq!((sequence(&a), sequence(&b)), (1, 2), "the second file goes on from the first");
+        assert_eq!(trace_of(&c), trace_of(&a), "the other connection, same ODFI, numbers its own entries from 1");
+
+        drop_file(&other, "returns-other.ach", &return_of(&other, &c, "R02"));
+        read_inbound(&server, &other).await;
+        assert_eq!(get_order(&server, &other, c["id"].as_str().unwrap()).await["status"], "returned");
+        assert_eq!(get_order(&server, &first, a["id"].as_str().unwrap()).await["status"], "sent", "not the other connection's order");
+
+        // The first connection's return of the same trace number names its own order, not the
+        // other connection's newer one.
+        drop_file(&first, "returns-first.ach", &return_of(&first, &a, "R01"));
+        read_inbound(&server, &first).await;
+        let returned = get_order(&server, &first, a["id"].as_str().unwrap()).await;
+        assert_eq!((returned["status"].as_str(), returned["current_return"]["code"].as_str()), (Some("returned"), Some("R01")));
+        assert_eq!(get_order(&server, &other, c["id"].as_str().unwrap()).await["current_return"]["code"], "R02", "untouched");
+        assert_eq!(get_order(&server, &first, b["id"].as_str().unwrap()).await["status"], "sent");
+    }
+}
+
 /// A `camt.053` of `n` booked credits of 1.00 to account `number`, as a bank writes it.
 fn statement(number: &str, n: usize) -> Vec<u8> {
     use payrail::bank::formats::iso20022::camt::{CamtWriter, ReportHeader};

@@ -34,6 +34,9 @@ pub const BANK_FILE: &str = "bank_file";
 /// What a bank file carries, frozen when its orders were claimed: a slice of its entries, from
 /// which the file is written (and written again, byte for byte, after a crash).
 pub const BANK_FILE_PART: &str = "bank_file_part";
+/// The next ACH trace sequence of a connection (id: `<connection id>.traces`), so that its trace
+/// numbers are unique across its files, not only within one. Never served.
+pub const BANK_TRACE_COUNTER: &str = "bank_trace_counter";
 /// A booked bank statement entry (SPEC B5), served as MT's `transaction`. Made by the inbound
 /// worker and the sandbox simulation, never by a client.
 pub const TRANSACTION: &str = "transaction";

@@ -279,6 +279,7 @@ async fn create_file(run: &Run<'_>, rail: Rail) -> Result<files::Stored> {
         size_bytes: None,
         header,
         groups: Vec::new(),
+        trace_start: None,
         upload_attempts: 0,
         last_error: None,
         next_attempt_at: None,

@@ -111,6 +111,10 @@ pub struct BankFile {
     pub size_bytes: Option<u64>,
     pub header: HeaderValues,
     pub groups: Vec<Group>,
+    /// ACH: the trace sequence of the file's first entry, taken from the connection's counter
+    /// when the file is written (`super::traces`); files recorded before there was one start at 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_start: Option<u32>,
     pub upload_attempts: u32,
     pub last_error: Option<String>,
     /// When a failed upload is tried again by the scheduled worker (backoff).

@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use super::Run;
 use super::files::{self, BankFile, FileStatus};
 use super::items::Rail;
+use super::traces;
 use super::write::{self, Written};
 use crate::bank::formats::nacha::TraceNumber;
 use crate::base::api_key::Scope;
@@ -70,16 +71,23 @@ pub async fn finish(run: &Run<'_>, file: &mut files::Stored) -> Result<Outcome> 
     Ok(Outcome::Uploaded)
 }
 
-/// Writes the spool file and records the file `written`.
+/// Writes the spool file and records the file `written`; an ACH file takes its range of trace
+/// numbers from the connection's counter in the same commit.
 async fn write_file(run: &Run<'_>, file: &mut files::Stored) -> Result<()> {
-    let written = spool(run.store.as_ref(), &run.scope, run.data_dir, &file.file).await?;
     let mut next = file.file.clone();
+    let mut batch = WriteBatch::new();
+    if Rail::parse(&next.rail) == Some(Rail::Ach) && next.trace_start.is_none() {
+        let (start, take) = traces::reserve(run.store.as_ref(), &run.scope, &run.connection_id, next.order_count, run.now).await?;
+        next.trace_start = Some(start);
+        batch.push(take);
+    }
+    let written = spool(run.store.as_ref(), &run.scope, run.data_dir, &next).await?;
     next.status = FileStatus::Written;
     next.sha256 = Some(written.sha256);
     next.size_bytes = Some(written.size_bytes);
     next.written_at = Some(run.now);
     next.updated_at = run.now;
-    save(run, file, next, None).await?;
+    save_with(run, file, next, None, batch).await?;
     tracing::info!(connection = %run.connection_id, file = %file.file.id, name = %file.file.name, orders = file.file.order_count, "bank file written");
     Ok(())
 }
@@ -124,7 +132,7 @@ async fn mark_sent(run: &Run<'_>, file: &BankFile) -> Result<()> {
         Some(Rail::Ach) => Some(write::ach_header(file)?.immediate_destination.institution().to_owned()),
         _ => None,
     };
-    let mut sequence: u32 = 0;
+    let mut sequence: u32 = write::first_trace(file) - 1;
     let mut in_flight: Option<tokio::task::JoinHandle<Result<()>>> = None;
     for group in &file.groups {
         for n in 0..group.parts {
@@ -203,8 +211,12 @@ async fn record_failure(run: &Run<'_>, file: &mut files::Stored, message: &str) 
 
 /// Replaces the file's record by `next` (with its event, if any), under the run's lease.
 async fn save(run: &Run<'_>, file: &mut files::Stored, next: BankFile, event_name: Option<&str>) -> Result<()> {
-    let mut batch = WriteBatch::new();
-    batch.push(run.lease.fence());
+    save_with(run, file, next, event_name, WriteBatch::new()).await
+}
+
+/// [`save`] with other writes of the same commit.
+async fn save_with(run: &Run<'_>, file: &mut files::Stored, next: BankFile, event_name: Option<&str>, mut batch: WriteBatch) -> Result<()> {
+    batch.writes.insert(0, run.lease.fence());
     batch.push(file.replace(&next)?);
     if let Some(name) = event_name {
         let data = super::file_json(&run.scope, &next).to_string();

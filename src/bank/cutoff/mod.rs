@@ -26,6 +26,7 @@ pub mod items;
 pub mod lease;
 pub mod outbox;
 pub mod schedule;
+pub mod traces;
 pub mod write;
 
 use std::path::Path;
@@ -257,6 +258,7 @@ pub fn file_json(scope: &Scope, f: &BankFile) -> serde_json::Value {
         "direction": f.direction,
         "rail": f.rail,
         "status": f.status.as_str(),
+        "trace_start": f.trace_start,
         "orders": f.order_count,
         "credit_total": f.credit_total,
         "debit_total": f.debit_total,

@@ -5,8 +5,8 @@
 //! Entries come in the file's one order (groups in order, each group's parts in order, each
 //! part's entries in order) and stream through the format writers into the spool file, hashed
 //! on the way; nothing holds the whole file or its order set. The ACH trace numbers follow that
-//! order (1, 2, 3, ... after the ODFI), so [`super::finish`] gives each order its trace number
-//! by walking the same order.
+//! order (the file's `trace_start`, then +1 each, after the ODFI), so [`super::finish`] gives
+//! each order its trace number by walking the same order.
 
 use std::io::{BufWriter, Write};
 use std::path::Path;
@@ -119,7 +119,7 @@ async fn render_ach<W: Write>(store: &dyn Store, scope: &Scope, file: &BankFile,
     let header = ach_header(file)?;
     let ach = file.header.ach.as_ref().expect("checked by ach_header");
     let created_at = file.header.created_at;
-    let mut writer = NachaWriter::new(out, &header).map_err(|e| nacha_err(file, e))?;
+    let mut writer = NachaWriter::new(out, &header).map_err(|e| nacha_err(file, e))?.first_trace(first_trace(file));
     for group in &file.groups {
         let key = AchKey::parse(&group.key)?;
         let spec = key.spec(ach, created_at, group.credit_total > 0, group.debit_total > 0);
@@ -133,6 +133,11 @@ async fn render_ach<W: Write>(store: &dyn Store, scope: &Scope, file: &BankFile,
     }
     let (out, _) = writer.finish().map_err(|e| nacha_err(file, e))?;
     Ok(out)
+}
+
+/// The trace sequence of an ACH file's first entry.
+pub fn first_trace(file: &BankFile) -> u32 {
+    file.trace_start.unwrap_or(1)
 }
 
 /// `MsgId`: the file's name without its extension (unique per connection, rail and minute).

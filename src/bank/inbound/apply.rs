@@ -36,7 +36,7 @@ pub async fn stage(ctx: &Ctx<'_>, batch: &mut WriteBatch, connection_id: &str, f
         batch,
         format: file.format,
         effects: Effects { answers: file.answers.len() as u64, ..Effects::default() },
-        orders: Orders::default(),
+        orders: Orders::of_connection(connection_id),
         fixes: Corrections::default(),
         reconciler: Reconciler::new(),
         accounts: accounts_of(ctx, connection_id).await?,

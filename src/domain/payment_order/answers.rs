@@ -13,13 +13,15 @@
 
 use std::collections::HashMap;
 
+use serde::Deserialize;
+
 use super::ops::{follow_ledger, parse, record, return_object, to_json};
 use super::status::{Actor, Status};
 use super::{KIND, PaymentOrder};
 use crate::domain::Ctx;
 use crate::domain::payment_order::ReturnObject;
-use crate::domain::{event, returns};
-use crate::error::Result;
+use crate::domain::{event, kinds, returns};
+use crate::error::{Error, Result};
 use crate::store::{Filter, ListQuery, Write, WriteBatch};
 
 /// What a bank's answer does to an order.
@@ -51,13 +53,31 @@ pub enum Applied {
 }
 
 /// The orders one answer file touches, each read once and replaced once.
-#[derive(Default)]
+///
+/// A trace number names an order only among those sent over the file's connection: trace
+/// numbers are unique per connection (`bank::cutoff` numbers them from a counter of the
+/// connection), not across connections, two of which may share an ODFI. Should one come round
+/// again (after 9,999,999 entries), the newest order that carried it is the one it names.
 pub struct Orders {
+    connection_id: String,
     by_id: HashMap<String, Tracked>,
     trace_to_id: HashMap<String, Option<String>>,
+    /// Bank file id -> whether the connection sent it.
+    files: HashMap<String, bool>,
+}
+
+/// What an order needs to know of the bank file that carried it.
+#[derive(Deserialize)]
+struct FileConnection {
+    connection_id: String,
 }
 
 impl Orders {
+    /// The orders a file of the connection `connection_id` may speak of.
+    pub fn of_connection(connection_id: &str) -> Self {
+        Orders { connection_id: connection_id.to_owned(), by_id: HashMap::new(), trace_to_id: HashMap::new(), files: HashMap::new() }
+    }
+
     /// The order `id` of the caller's tenant, if there is one.
     pub async fn by_id(&mut self, ctx: &Ctx<'_>, id: &str) -> Result<Option<&mut Tracked>> {
         if !self.by_id.contains_key(id) {
@@ -81,24 +101,11 @@ impl Orders {
         }
     }
 
-    /// The ACH order whose entry carried the trace number `trace` (its `reference_numbers`).
+    /// The ACH order of the connection whose entry carried the trace number `trace` (its
+    /// `reference_numbers`).
     pub async fn by_trace_number(&mut self, ctx: &Ctx<'_>, trace: &str) -> Result<Option<&mut Tracked>> {
         if !self.trace_to_id.contains_key(trace) {
-            let query = ListQuery {
-                kind: KIND,
-                scope: ctx.scope.clone(),
-                filters: vec![Filter::Eq { name: "reference_number".into(), value: trace.into() }],
-                after_seq: None,
-                limit: 1,
-            };
-            let found = ctx.store.list(&query).await?.items.into_iter().next();
-            if let Some(stored) = &found
-                && !self.by_id.contains_key(&stored.id)
-            {
-                let order = parse(stored)?;
-                self.by_id.insert(stored.id.clone(), Tracked { order, version: stored.version, moved: false });
-            }
-            self.trace_to_id.insert(trace.to_owned(), found.map(|s| s.id));
+            self.load_traces(ctx, &[trace.to_owned()]).await?;
         }
         match self.trace_to_id.get(trace).cloned().flatten() {
             Some(id) => Ok(self.by_id.get_mut(&id)),
@@ -112,28 +119,55 @@ impl Orders {
         let mut wanted: Vec<String> = traces.iter().filter(|t| !self.trace_to_id.contains_key(**t)).map(|t| (*t).to_owned()).collect();
         wanted.sort_unstable();
         wanted.dedup();
-        for chunk in wanted.chunks(PRELOAD_CHUNK) {
-            let query = ListQuery {
-                kind: KIND,
-                scope: ctx.scope.clone(),
-                filters: vec![Filter::AnyOf { name: "reference_number".into(), values: chunk.to_vec() }],
-                after_seq: None,
-                limit: chunk.len() * 2,
-            };
-            // Newest first: a trace number a later file used again names its newest order, as
-            // `by_trace_number` finds it.
-            for stored in ctx.store.list(&query).await?.items {
-                let order = parse(&stored)?;
-                for trace in order.reference_numbers.iter().filter_map(|r| r["reference_number"].as_str()) {
-                    self.trace_to_id.entry(trace.to_owned()).or_insert_with(|| Some(stored.id.clone()));
+        self.load_traces(ctx, &wanted).await
+    }
+
+    async fn load_traces(&mut self, ctx: &Ctx<'_>, traces: &[String]) -> Result<()> {
+        for chunk in traces.chunks(PRELOAD_CHUNK) {
+            let mut after_seq = None;
+            loop {
+                let filters = vec![Filter::AnyOf { name: "reference_number".into(), values: chunk.to_vec() }];
+                let query = ListQuery { kind: KIND, scope: ctx.scope.clone(), filters, after_seq, limit: PRELOAD_CHUNK };
+                let page = ctx.store.list(&query).await?;
+                // Newest first, so an order of the connection found first for a trace is its newest.
+                for stored in page.items {
+                    let order = parse(&stored)?;
+                    if !self.sent_here(ctx, &order).await? {
+                        continue;
+                    }
+                    for trace in ach_traces(&order) {
+                        self.trace_to_id.entry(trace.to_owned()).or_insert_with(|| Some(stored.id.clone()));
+                    }
+                    self.by_id.entry(stored.id.clone()).or_insert(Tracked { order, version: stored.version, moved: false });
                 }
-                self.by_id.entry(stored.id.clone()).or_insert(Tracked { order, version: stored.version, moved: false });
+                match page.next_seq {
+                    Some(seq) => after_seq = Some(seq),
+                    None => break,
+                }
             }
             for trace in chunk {
                 self.trace_to_id.entry(trace.clone()).or_insert(None);
             }
         }
         Ok(())
+    }
+
+    /// Whether a bank file of this connection carried `order`.
+    async fn sent_here(&mut self, ctx: &Ctx<'_>, order: &PaymentOrder) -> Result<bool> {
+        let Some(file_id) = super::carry::bank_file_id(order) else { return Ok(false) };
+        if let Some(known) = self.files.get(file_id) {
+            return Ok(*known);
+        }
+        let ours = match ctx.store.get(kinds::BANK_FILE, ctx.scope, file_id).await? {
+            Some(stored) => {
+                let file: FileConnection =
+                    serde_json::from_str(&stored.doc).map_err(|e| Error::internal(format!("stored bank file {file_id}: {e}")))?;
+                file.connection_id == self.connection_id
+            }
+            None => false,
+        };
+        self.files.insert(file_id.to_owned(), ours);
+        Ok(ours)
     }
 
     /// Stages the replace of every order that moved, each against the version first read.
@@ -150,6 +184,15 @@ impl Orders {
 
 /// Trace numbers looked up per query by [`Orders::preload_traces`].
 const PRELOAD_CHUNK: usize = 500;
+
+/// The ACH trace numbers among `order`'s reference numbers.
+fn ach_traces(order: &PaymentOrder) -> impl Iterator<Item = &str> {
+    order
+        .reference_numbers
+        .iter()
+        .filter(|r| r["reference_number_type"] == super::carry::ACH_TRACE_NUMBER)
+        .filter_map(|r| r["reference_number"].as_str())
+}
 
 /// `01920dfa78547011a1ff441cc96a09e9` as `01920dfa-7854-7011-a1ff-441cc96a09e9`.
 fn uuid_of(hex: &str) -> Option<String> {

@@ -164,6 +164,14 @@ impl<W: Write> NachaWriter<W> {
         Ok(writer)
     }
 
+    /// Numbers the file's entries from `first` (1 by default): a sender that keeps trace numbers
+    /// unique beyond one file starts each file where the last one ended. Call before any entry.
+    pub fn first_trace(mut self, first: u32) -> Self {
+        debug_assert!(self.open.is_none() && self.closed.is_empty(), "first_trace after an entry");
+        self.last_trace = first.saturating_sub(1);
+        self
+    }
+
     /// Writes `entry` in the batch of `spec` (opening it, and closing the one before, if it is
     /// not the open one) and returns its trace number.
     pub fn push(&mut self, spec: &BatchSpec, entry: EntryInput) -> Result<TraceNumber, NachaError> {
@@ -316,6 +324,16 @@ mod tests {
         let (text, summary) = write(&seven).unwrap();
         assert_eq!((text.lines().count(), summary.control.block_count), (20, 2));
         assert_eq!(text.lines().filter(|l| *l == "9".repeat(94)).count(), 9);
+    }
+
+    #[test]
+    fn b3_a_file_may_number_its_entries_from_where_the_last_one_ended() {
+        let a = spec(SecCode::Ppd, date!(2026 - 07 - 03));
+        let mut writer = NachaWriter::new(Vec::new(), &header()).unwrap().first_trace(9_999_998);
+        let traces: Vec<String> = (0..2).map(|_| writer.push(&a, entry(Credit, "121141822", 100, &[])).unwrap().to_string()).collect();
+        assert_eq!(traces, ["021000029999998", "021000029999999"]);
+        let third = writer.push(&a, entry(Credit, "121141822", 100, &[]));
+        assert!(third.is_err(), "no eighth digit: the file is refused rather than wrapping within itself");
     }
 
     #[test]
