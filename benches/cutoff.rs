@@ -172,7 +172,7 @@ fn children_usage() -> (f64, f64) {
 fn payrail(dir: &Path, database_url: Option<&str>, args: &[&str]) -> Command {
     let wrapper = std::env::var("PAYRAIL_BENCH_WRAPPER")
         .ok()
-        .filter(|w| !w.is_empty() && args.first() == Some(&"bank") && args.get(1) == Some(&"cutoff"));
+        .filter(|w| !w.is_empty() && args.first() == Some(&"bank") && matches!(args.get(1), Some(&"cutoff" | &"inbound")));
     let mut command = match &wrapper {
         Some(wrapper) => {
             let mut words = wrapper.split_whitespace();

@@ -276,3 +276,54 @@ async fn s3_a_lease_has_one_holder_at_a_time() {
     commit(vec![lease("other", 1_161)]).await.expect("a lease given back is free");
 }
 }
+
+on_both_stores! {
+/// S3: a `Keys` filter finds the objects a list of keys names, newest first and a page at a
+/// time, as an `AnyOf` of the same values does, with the other filters and the scope applied.
+#[tokio::test]
+async fn s3_a_keys_filter_lists_what_any_of_lists() {
+    use payrail::store::Filter;
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path()).await;
+    let mut batch = WriteBatch::new();
+    for i in 0..30 {
+        let mut write = insert(&format!("k{i:02}"));
+        if let Write::Insert(record) = &mut write {
+            record.terms.push(Term::new("reference_number", format!("ref{}", i % 10)));
+        }
+        batch.push(write);
+    }
+    let other = Scope { organization_id: "org_other".into(), live_mode: false };
+    batch.push(Write::Insert(ObjectRecord {
+        id: "elsewhere".into(),
+        kind: "counterparty",
+        scope: other,
+        parent_id: None,
+        created_at: Timestamp::from_micros(1),
+        doc: "{}".into(),
+        terms: vec![Term::new("reference_number", "ref1")],
+    }));
+    store.commit(batch).await.unwrap();
+    let values: Vec<String> = ["ref1", "ref3", "nothing"].map(String::from).to_vec();
+    let ids = |filter: Filter| {
+        let store = store.clone();
+        async move {
+            let (mut out, mut after_seq) = (Vec::new(), None);
+            loop {
+                let filters = vec![filter.clone(), Filter::Contains { name: "name".into(), needle: "k".into() }];
+                let query = ListQuery { kind: "counterparty", scope: scope(), filters, after_seq, limit: 2 };
+                let page = store.list(&query).await.unwrap();
+                out.extend(page.items.into_iter().map(|o| o.id));
+                match page.next_seq {
+                    Some(seq) => after_seq = Some(seq),
+                    None => return out,
+                }
+            }
+        }
+    };
+    let keys = ids(Filter::Keys { name: "reference_number".into(), values: values.clone() }).await;
+    assert_eq!(keys, ["k23", "k21", "k13", "k11", "k03", "k01"], "newest first, in pages of 2, this scope only");
+    assert_eq!(keys, ids(Filter::AnyOf { name: "reference_number".into(), values }).await);
+    assert!(ids(Filter::Keys { name: "reference_number".into(), values: vec![] }).await.is_empty(), "no keys, nothing");
+}
+}

@@ -269,6 +269,14 @@ pub enum Filter {
         name: String,
         values: Vec<String>,
     },
+    /// The term's value is one of these keys, each of which names few objects (reference
+    /// numbers): the store finds the objects from the keys instead of testing every object of
+    /// the kind against the list, which is what a long list of keys needs (SQLite tested each
+    /// object against each key). Not for values many objects share (a status): use `AnyOf`.
+    Keys {
+        name: String,
+        values: Vec<String>,
+    },
     /// Ledger entries a settlement took (`of_parent`: the transactions holding such entries).
     SettledBy {
         settlement_id: String,

@@ -126,7 +126,7 @@ impl Orders {
         for chunk in traces.chunks(PRELOAD_CHUNK) {
             let mut after_seq = None;
             loop {
-                let filters = vec![Filter::AnyOf { name: "reference_number".into(), values: chunk.to_vec() }];
+                let filters = vec![Filter::Keys { name: "reference_number".into(), values: chunk.to_vec() }];
                 let query = ListQuery { kind: KIND, scope: ctx.scope.clone(), filters, after_seq, limit: PRELOAD_CHUNK };
                 let page = ctx.store.list(&query).await?;
                 // Newest first, so an order of the connection found first for a trace is its newest.

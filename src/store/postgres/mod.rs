@@ -324,6 +324,14 @@ fn list_sql(query: &ListQuery) -> (String, Vec<Box<dyn ToSql + Sync + Send>>) {
                 });
                 continue;
             }
+            Filter::Keys { name, values } => {
+                let n_name = push(&mut args, Box::new(name.clone()));
+                let n_values = push(&mut args, Box::new(values.clone()));
+                sql.push_str(&format!(
+                    " AND o.seq IN (SELECT t.object_seq FROM object_terms t WHERE t.name = ${n_name} AND t.value = ANY(${n_values}))"
+                ));
+                continue;
+            }
             Filter::AnyOf { name, values } => {
                 let n_name = push(&mut args, Box::new(name.clone()));
                 let n_values = push(&mut args, Box::new(values.clone()));

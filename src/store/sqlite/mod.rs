@@ -316,6 +316,16 @@ fn list_sql(query: &ListQuery) -> (String, Vec<Value>) {
                 args.push(Value::Text(name.clone()));
                 args.extend(values.iter().map(|v| Value::Text(v.clone())));
             }
+            Filter::Keys { name, values } => {
+                // Looked up by the terms index, then sorted: a list walk would test each
+                // object of the kind against every key.
+                sql.push_str(&format!(
+                    " AND o.seq IN (SELECT t.object_seq FROM object_terms t WHERE t.name = ? AND t.value IN ({}))",
+                    placeholders(values.len())
+                ));
+                args.push(Value::Text(name.clone()));
+                args.extend(values.iter().map(|v| Value::Text(v.clone())));
+            }
             Filter::SettledBy { settlement_id, of_parent } => {
                 sql.push_str(settled_by(*of_parent));
                 args.push(Value::Text(settlement_id.clone()));
