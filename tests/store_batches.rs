@@ -327,3 +327,65 @@ async fn s3_a_keys_filter_lists_what_any_of_lists() {
     assert!(ids(Filter::Keys { name: "reference_number".into(), values: vec![] }).await.is_empty(), "no keys, nothing");
 }
 }
+
+on_both_stores! {
+/// S3: a large batch of inserts and replaces (PostgreSQL writes it in a few set-based
+/// statements) commits whole, in order, with each replace's terms moved; one stale replace in
+/// it (409) or one replace of a missing object (404) fails it whole, writing nothing.
+#[tokio::test]
+async fn s3_a_large_batch_of_inserts_and_replaces_is_one_write_or_none() {
+    use payrail::store::Filter;
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path()).await;
+    let mut seed = WriteBatch::new();
+    for i in 0..100 {
+        seed.push(insert(&format!("old{i:03}")));
+    }
+    store.commit(seed).await.unwrap();
+    let versions = |store: Arc<dyn Store>| async move {
+        let page = store.list(&ListQuery { kind: "counterparty", scope: scope(), filters: vec![], after_seq: None, limit: 1000 }).await.unwrap();
+        page.items.into_iter().map(|o| (o.id, o.version)).collect::<std::collections::BTreeMap<_, _>>()
+    };
+    let moved = |id: &str, version: i64| {
+        let mut record = match insert(id) {
+            Write::Insert(record) => record,
+            _ => unreachable!(),
+        };
+        record.doc = format!(r#"{{"id":"{id}","moved":true}}"#);
+        record.terms = vec![Term::new("name", id), Term::new("status", "moved")];
+        Write::Replace { record, expected_version: version }
+    };
+    let batch_with = |last: Write| {
+        let mut batch = WriteBatch::new();
+        for i in 0..100 {
+            batch.push(moved(&format!("old{i:03}"), 1)).push(insert(&format!("new{i:03}")));
+        }
+        batch.push(last);
+        batch
+    };
+    let before = versions(store.clone()).await;
+    let stale = store.commit(batch_with(moved("old000", 0))).await;
+    assert!(matches!(stale, Err(Error::Conflict { .. })), "a stale replace is a conflict: {stale:?}");
+    let gone = store.commit(batch_with(moved("never", 1))).await;
+    assert!(matches!(gone, Err(Error::NotFound { .. })), "a replace of a missing object is not found: {gone:?}");
+    assert_eq!(versions(store.clone()).await, before, "a failed batch writes nothing");
+
+    store.commit(batch_with(insert("last"))).await.unwrap();
+    let after = versions(store.clone()).await;
+    assert_eq!(after.len(), 201);
+    assert!((0..100).all(|i| after[&format!("old{i:03}")] == 2 && after[&format!("new{i:03}")] == 1));
+    let listed = |filter: Filter| {
+        let store = store.clone();
+        async move {
+            let query = ListQuery { kind: "counterparty", scope: scope(), filters: vec![filter], after_seq: None, limit: 1000 };
+            store.list(&query).await.unwrap().items.into_iter().map(|o| o.id).collect::<Vec<_>>()
+        }
+    };
+    let moved_ids = listed(Filter::Eq { name: "status".into(), value: "moved".into() }).await;
+    assert_eq!(moved_ids.len(), 100, "the new terms are found");
+    assert_eq!(listed(Filter::Eq { name: "metadata.k".into(), value: "v".into() }).await.len(), 101, "the old terms of replaced objects are gone");
+    let newest: Vec<String> = listed(Filter::Contains { name: "name".into(), needle: "new".into() }).await;
+    assert_eq!(newest.first().map(String::as_str), Some("new099"), "inserts keep the batch's order");
+    assert_eq!(newest.last().map(String::as_str), Some("new000"));
+}
+}

@@ -324,41 +324,7 @@ async fn insert_objects(client: &deadpool_postgres::Object, batches: &[&WriteBat
             _ => None,
         })
         .collect();
-    if records.is_empty() {
-        return Ok(());
-    }
-    let ids: Vec<&str> = records.iter().map(|r| r.id.as_str()).collect();
-    let kinds: Vec<&str> = records.iter().map(|r| r.kind).collect();
-    let orgs: Vec<&str> = records.iter().map(|r| r.scope.organization_id.as_str()).collect();
-    let lives: Vec<bool> = records.iter().map(|r| r.scope.live_mode).collect();
-    let parents: Vec<Option<&str>> = records.iter().map(|r| r.parent_id.as_deref()).collect();
-    let created: Vec<i64> = records.iter().map(|r| r.created_at.as_micros()).collect();
-    let docs: Vec<&str> = records.iter().map(|r| r.doc.as_str()).collect();
-    let terms: Vec<(&str, &str, &str)> =
-        records.iter().flat_map(|r| writes::distinct_terms(r).into_iter().map(|(name, value)| (r.id.as_str(), name, value))).collect();
-    let term_owner: Vec<&str> = terms.iter().map(|t| t.0).collect();
-    let term_names: Vec<&str> = terms.iter().map(|t| t.1).collect();
-    let term_values: Vec<&str> = terms.iter().map(|t| t.2).collect();
-    // WITH ORDINALITY keeps the group's order in `seq`, which lists and the outbox follow.
-    let statement = client
-        .prepare_cached(
-            "WITH o AS (
-               INSERT INTO objects (id, kind, org_id, live_mode, parent_id, created_at, version, doc)
-               SELECT id, kind, org_id, live_mode, parent_id, created_at, 1, doc
-               FROM unnest($1::text[], $2::text[], $3::text[], $4::bool[], $5::text[], $6::bigint[], $7::text[])
-                 WITH ORDINALITY AS r(id, kind, org_id, live_mode, parent_id, created_at, doc, n)
-               ORDER BY n
-               RETURNING seq, id)
-             INSERT INTO object_terms (object_seq, name, value)
-             SELECT o.seq, t.name, t.value FROM o JOIN unnest($8::text[], $9::text[], $10::text[]) AS t(id, name, value) ON t.id = o.id",
-        )
-        .await
-        .map_err(db_err)?;
-    client
-        .execute(&statement, &[&ids, &kinds, &orgs, &lives, &parents, &created, &docs, &term_owner, &term_names, &term_values])
-        .await
-        .map_err(db_err)?;
-    Ok(())
+    writes::insert_many(client, &records).await
 }
 
 async fn insert_replies(client: &deadpool_postgres::Object, batches: &[&WriteBatch]) -> Result<()> {
