@@ -219,7 +219,7 @@ impl<'a> Bulk<'a> {
 const BULK_BYTES: usize = 4 << 20;
 
 /// `items` cut, in order, into runs of at most [`BULK_BYTES`] of documents (at least one item each).
-fn chunks<'s, T>(items: &'s [T], size: impl Fn(&T) -> usize) -> Vec<&'s [T]> {
+fn chunks<T>(items: &[T], size: impl Fn(&T) -> usize) -> Vec<&[T]> {
     let (mut out, mut start, mut bytes) = (Vec::new(), 0, 0);
     for (i, item) in items.iter().enumerate() {
         if i > start && bytes + size(item) > BULK_BYTES {
