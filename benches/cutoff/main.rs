@@ -21,6 +21,8 @@
 //! orders (`--returns N`), then a `camt.053` of 50,000 booked entries (`--statement-entries N`)
 //! with its opening and closing balances. Each run must apply the whole file.
 
+mod probe;
+
 use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
@@ -43,20 +45,22 @@ struct Args {
     answers: bool,
     returns: usize,
     statement_entries: usize,
+    latency: bool,
 }
 
 fn args() -> Args {
-    let mut out = Args { orders: 100_000, database_url: None, answers: false, returns: 10_000, statement_entries: 50_000 };
+    let mut out = Args { orders: 100_000, database_url: None, answers: false, returns: 10_000, statement_entries: 50_000, latency: false };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "--orders" => out.orders = it.next().and_then(|n| n.parse().ok()).expect("--orders N"),
             "--database-url" => out.database_url = it.next(),
             "--answers" => out.answers = true,
+            "--latency" => out.latency = true,
             "--returns" => out.returns = it.next().and_then(|n| n.parse().ok()).expect("--returns N"),
             "--statement-entries" => out.statement_entries = it.next().and_then(|n| n.parse().ok()).expect("--statement-entries N"),
             "--bench" => {}
-            other => panic!("unknown argument {other} (--orders N, --database-url URL)"),
+            other => panic!("unknown argument {other} (--orders N, --database-url URL, --answers, --latency)"),
         }
     }
     out
@@ -213,16 +217,24 @@ fn main() {
     let idle = payrail(dir.path(), database_url.as_deref(), &["bank", "files", "--connection", &connection]).output().unwrap();
     assert!(idle.status.success(), "bank files: {}", String::from_utf8_lossy(&idle.stderr));
     let (idle_mb, idle_cpu) = children_usage();
+    let api = args.latency.then(|| runtime.block_on(probe::launch(config.clone(), ORG)));
+    let idle_latency = api.as_ref().map(|(api, _)| runtime.block_on(api.idle()));
 
-    let started = Instant::now();
-    let run = payrail(dir.path(), database_url.as_deref(), &["bank", "cutoff", &connection]).output().unwrap();
-    let seconds = started.elapsed().as_secs_f64();
-    assert!(run.status.success(), "bank cutoff: {}\n{}", String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
-    let (peak_mb, all_cpu) = children_usage();
-    let cpu = all_cpu - idle_cpu;
-    eprint!("{}", String::from_utf8_lossy(&run.stderr));
-    print!("{}", String::from_utf8_lossy(&run.stdout));
-
+    if let Some((api, server)) = &api {
+        let probing = probe::Probing::start(&runtime, api);
+        let (seconds, lines) = runtime.block_on(server.cutoff(&connection));
+        let during = probing.finish(&runtime);
+        print!("{lines}");
+        println!("cutoff {store_name}: {} ACH orders approved -> sent in {seconds:.1} s, in the server's process", args.orders);
+        probe::report(store_name, "the cut-off", idle_latency.as_ref().unwrap(), &during);
+    }
+    let run = if api.is_none() {
+        let started = Instant::now();
+        let run = payrail(dir.path(), database_url.as_deref(), &["bank", "cutoff", &connection]).output().unwrap();
+        Some((run, started.elapsed().as_secs_f64()))
+    } else {
+        None
+    };
     let outbound = dir.path().join("acme-bank/outbound");
     let files: Vec<_> = std::fs::read_dir(&outbound).unwrap().map(|e| e.unwrap().path()).collect();
     assert_eq!(files.len(), 1, "one file: {files:?}");
@@ -230,27 +242,39 @@ fn main() {
     let parsed = payrail::bank::formats::nacha::parse(&text).expect("the file parses");
     let entries: usize = parsed.batches.iter().map(|b| b.entries.len()).sum();
     assert_eq!(entries, args.orders, "every order is in the file");
-
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
-    let load = load.split_whitespace().next().unwrap_or("?").to_owned();
-    println!(
-        "cutoff {store_name}: {} ACH orders approved -> sent in {seconds:.1} s ({:.0} orders/s, {cpu:.1} s CPU); peak RSS {peak_mb:.0} MB, idle {idle_mb:.0} MB, +{:.0} MB; file {} bytes; load average {load}",
-        args.orders,
-        args.orders as f64 / seconds,
-        peak_mb - idle_mb,
-        text.len()
-    );
-    println!(
-        "{}",
-        json!({"bench": "cutoff", "store": store_name, "orders": args.orders, "seconds": seconds, "cpu_seconds": cpu, "load_average": load, "peak_rss_mb": peak_mb, "idle_rss_mb": idle_mb, "rss_above_idle_mb": peak_mb - idle_mb, "file_bytes": text.len()})
-    );
+    if let Some((run, seconds)) = run {
+        report_cli_run(&args, store_name, &run, seconds, idle_mb, idle_cpu, text.len());
+    }
     if args.answers {
         let account = runtime.block_on(account_number(&config));
-        answers::run(&args, dir.path(), database_url.as_deref(), &connection, &text, &account, store_name);
+        let probe = api.as_ref().zip(idle_latency.as_ref()).map(|((api, server), idle)| (&runtime, api, server, idle));
+        answers::run(&args, dir.path(), database_url.as_deref(), &connection, &text, &account, store_name, probe);
     }
+    drop(api);
     if let (Some(url), Some(name)) = (&args.database_url, &database_name) {
         runtime.block_on(drop_database(url, name));
     }
+}
+
+/// The command line cut-off's figures: its time, CPU and peak RSS (`wait4` of the child).
+fn report_cli_run(args: &Args, store_name: &str, run: &std::process::Output, seconds: f64, idle_mb: f64, idle_cpu: f64, file_bytes: usize) {
+    assert!(run.status.success(), "bank cutoff: {}\n{}", String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
+    let (peak_mb, all_cpu) = children_usage();
+    let cpu = all_cpu - idle_cpu;
+    eprint!("{}", String::from_utf8_lossy(&run.stderr));
+    print!("{}", String::from_utf8_lossy(&run.stdout));
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load = load.split_whitespace().next().unwrap_or("?").to_owned();
+    println!(
+        "cutoff {store_name}: {} ACH orders approved -> sent in {seconds:.1} s ({:.0} orders/s, {cpu:.1} s CPU); peak RSS {peak_mb:.0} MB, idle {idle_mb:.0} MB, +{:.0} MB; file {file_bytes} bytes; load average {load}",
+        args.orders,
+        args.orders as f64 / seconds,
+        peak_mb - idle_mb,
+    );
+    println!(
+        "{}",
+        json!({"bench": "cutoff", "store": store_name, "orders": args.orders, "seconds": seconds, "cpu_seconds": cpu, "load_average": load, "peak_rss_mb": peak_mb, "idle_rss_mb": idle_mb, "rss_above_idle_mb": peak_mb - idle_mb, "file_bytes": file_bytes})
+    );
 }
 
 /// The account number of the bench's internal account (what a statement names it by).
@@ -277,20 +301,44 @@ mod answers {
     use payrail::domain::money::Currency;
     use serde_json::json;
 
-    pub fn run(args: &super::Args, dir: &Path, url: Option<&str>, connection: &str, sent: &str, account: &str, store: &str) {
+    /// The runtime, API client, in-process server and idle latencies of `--latency`.
+    pub type Probe<'a> = (&'a tokio::runtime::Runtime, &'a super::probe::Api, &'a super::probe::Running, &'a super::probe::Latencies);
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn run(
+        args: &super::Args,
+        dir: &Path,
+        url: Option<&str>,
+        connection: &str,
+        sent: &str,
+        account: &str,
+        store: &str,
+        probe: Option<Probe<'_>>,
+    ) {
         let inbound = dir.join("acme-bank/inbound");
         std::fs::create_dir_all(&inbound).unwrap();
         let returns = returns_file(sent, args.returns.min(args.orders));
         std::fs::write(inbound.join("returns.ach"), &returns).unwrap();
-        let (seconds, peak_mb, out) = apply(dir, url, connection);
+        let (seconds, peak_mb, out) = probed(probe, store, "the returns file", dir, url, connection);
         assert!(out.contains(&format!("returns={}", args.returns.min(args.orders))), "every return applied: {out}");
         report("returns", store, args.returns.min(args.orders), returns.len(), seconds, peak_mb);
 
         let statement = statement_file(account, args.statement_entries);
         std::fs::write(inbound.join("statement.xml"), &statement).unwrap();
-        let (seconds, peak_mb, out) = apply(dir, url, connection);
+        let (seconds, peak_mb, out) = probed(probe, store, "the camt.053", dir, url, connection);
         assert!(out.contains(&format!("transactions={}", args.statement_entries)), "every entry applied: {out}");
         report("camt053", store, args.statement_entries, statement.len(), seconds, peak_mb);
+    }
+
+    /// The inbound folder applied: by `payrail bank inbound` (seconds, its peak RSS, its
+    /// output), or, when probing, in the server's process with the API's latency reported (no
+    /// RSS of its own: NaN).
+    fn probed(probe: Option<Probe<'_>>, store: &str, what: &str, dir: &Path, url: Option<&str>, connection: &str) -> (f64, f64, String) {
+        let Some((runtime, api, server, idle)) = probe else { return apply(dir, url, connection) };
+        let probing = super::probe::Probing::start(runtime, api);
+        let (seconds, out) = runtime.block_on(server.inbound(connection));
+        super::probe::report(store, what, idle, &probing.finish(runtime));
+        (seconds, f64::NAN, out)
     }
 
     fn report(kind: &str, store: &str, items: usize, bytes: usize, seconds: f64, peak_mb: f64) {
