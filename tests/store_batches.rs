@@ -306,20 +306,8 @@ async fn s3_a_keys_filter_lists_what_any_of_lists() {
     store.commit(batch).await.unwrap();
     let values: Vec<String> = ["ref1", "ref3", "nothing"].map(String::from).to_vec();
     let ids = |filter: Filter| {
-        let store = store.clone();
-        async move {
-            let (mut out, mut after_seq) = (Vec::new(), None);
-            loop {
-                let filters = vec![filter.clone(), Filter::Contains { name: "name".into(), needle: "k".into() }];
-                let query = ListQuery { kind: "counterparty", scope: scope(), filters, after_seq, limit: 2 };
-                let page = store.list(&query).await.unwrap();
-                out.extend(page.items.into_iter().map(|o| o.id));
-                match page.next_seq {
-                    Some(seq) => after_seq = Some(seq),
-                    None => return out,
-                }
-            }
-        }
+        let filters = vec![filter, Filter::Contains { name: "name".into(), needle: "k".into() }];
+        list_ids(store.clone(), filters, 2)
     };
     let keys = ids(Filter::Keys { name: "reference_number".into(), values: values.clone() }).await;
     assert_eq!(keys, ["k23", "k21", "k13", "k11", "k03", "k01"], "newest first, in pages of 2, this scope only");
@@ -374,13 +362,7 @@ async fn s3_a_large_batch_of_inserts_and_replaces_is_one_write_or_none() {
     let after = versions(store.clone()).await;
     assert_eq!(after.len(), 201);
     assert!((0..100).all(|i| after[&format!("old{i:03}")] == 2 && after[&format!("new{i:03}")] == 1));
-    let listed = |filter: Filter| {
-        let store = store.clone();
-        async move {
-            let query = ListQuery { kind: "counterparty", scope: scope(), filters: vec![filter], after_seq: None, limit: 1000 };
-            store.list(&query).await.unwrap().items.into_iter().map(|o| o.id).collect::<Vec<_>>()
-        }
-    };
+    let listed = |filter: Filter| list_ids(store.clone(), vec![filter], 1000);
     let moved_ids = listed(Filter::Eq { name: "status".into(), value: "moved".into() }).await;
     assert_eq!(moved_ids.len(), 100, "the new terms are found");
     assert_eq!(listed(Filter::Eq { name: "metadata.k".into(), value: "v".into() }).await.len(), 101, "the old terms of replaced objects are gone");
@@ -388,4 +370,18 @@ async fn s3_a_large_batch_of_inserts_and_replaces_is_one_write_or_none() {
     assert_eq!(newest.first().map(String::as_str), Some("new099"), "inserts keep the batch's order");
     assert_eq!(newest.last().map(String::as_str), Some("new000"));
 }
+}
+
+/// The ids `filters` list, newest first, read `per_page` at a time.
+async fn list_ids(store: Arc<dyn Store>, filters: Vec<payrail::store::Filter>, per_page: usize) -> Vec<String> {
+    let (mut out, mut after_seq) = (Vec::new(), None);
+    loop {
+        let query = ListQuery { kind: "counterparty", scope: scope(), filters: filters.clone(), after_seq, limit: per_page };
+        let page = store.list(&query).await.unwrap();
+        out.extend(page.items.into_iter().map(|o| o.id));
+        match page.next_seq {
+            Some(seq) => after_seq = Some(seq),
+            None => return out,
+        }
+    }
 }

@@ -324,20 +324,15 @@ fn list_sql(query: &ListQuery) -> (String, Vec<Box<dyn ToSql + Sync + Send>>) {
                 });
                 continue;
             }
-            Filter::Keys { name, values } => {
+            Filter::Keys { name, values } | Filter::AnyOf { name, values } => {
                 let n_name = push(&mut args, Box::new(name.clone()));
                 let n_values = push(&mut args, Box::new(values.clone()));
-                sql.push_str(&format!(
-                    " AND o.seq IN (SELECT t.object_seq FROM object_terms t WHERE t.name = ${n_name} AND t.value = ANY(${n_values}))"
-                ));
-                continue;
-            }
-            Filter::AnyOf { name, values } => {
-                let n_name = push(&mut args, Box::new(name.clone()));
-                let n_values = push(&mut args, Box::new(values.clone()));
-                sql.push_str(&format!(
-                    " AND EXISTS (SELECT 1 FROM object_terms t WHERE t.object_seq = o.seq AND t.name = ${n_name} AND t.value = ANY(${n_values}))"
-                ));
+                let terms = format!("t.name = ${n_name} AND t.value = ANY(${n_values})");
+                sql.push_str(&match filter {
+                    // Keys name few objects: found from the terms, not tested object by object.
+                    Filter::Keys { .. } => format!(" AND o.seq IN (SELECT t.object_seq FROM object_terms t WHERE {terms})"),
+                    _ => format!(" AND EXISTS (SELECT 1 FROM object_terms t WHERE t.object_seq = o.seq AND {terms})"),
+                });
                 continue;
             }
         };
