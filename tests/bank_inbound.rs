@@ -374,8 +374,15 @@ on_both_stores! {
 
 /// A `camt.053` of `n` booked credits of 1.00 to account `number`, as a bank writes it.
 fn statement(number: &str, n: usize) -> Vec<u8> {
+    use payrail::domain::bank_answer::EntryDirection;
+    statement_of(number, &vec![(100, EntryDirection::Credit, "2026-11-26".to_owned()); n])
+}
+
+/// A `camt.053` of account `number` with one booked entry per `(amount, direction, booking
+/// date)`, none naming an order, as a bank writes it.
+fn statement_of(number: &str, entries: &[(i64, payrail::domain::bank_answer::EntryDirection, String)]) -> Vec<u8> {
     use payrail::bank::formats::iso20022::camt::{CamtWriter, ReportHeader};
-    use payrail::domain::bank_answer::{AccountRef, EntryDirection, StatementBalance, StatementEntry};
+    use payrail::domain::bank_answer::{AccountRef, StatementBalance, StatementEntry};
     let usd = payrail::domain::money::Currency::USD;
     let account = AccountRef { iban: None, account_number: Some(number.to_owned()) };
     let balance = |balance_type: &str, amount| StatementBalance {
@@ -385,22 +392,23 @@ fn statement(number: &str, n: usize) -> Vec<u8> {
         currency: usd,
         as_of_date: "2026-11-26".into(),
     };
+    let n = entries.len();
     let header = ReportHeader {
-        message_id: format!("STMT-{n}"),
+        message_id: format!("STMT-{n}-{}", entries.iter().map(|e| e.0).sum::<i64>()),
         created_at: time::OffsetDateTime::UNIX_EPOCH,
         report_id: format!("STMT-{n}"),
         account: account.clone(),
         currency: usd,
     };
-    let mut writer =
-        CamtWriter::statement(Vec::new(), &header, &[balance("opening_ledger", 0), balance("closing_ledger", n as i64 * 100)]).unwrap();
-    for i in 0..n {
+    let closing = entries.iter().map(|e| e.0).sum::<i64>();
+    let mut writer = CamtWriter::statement(Vec::new(), &header, &[balance("opening_ledger", 0), balance("closing_ledger", closing)]).unwrap();
+    for (i, (amount, direction, booked)) in entries.iter().enumerate() {
         let entry = StatementEntry {
             account: account.clone(),
-            amount: 100,
+            amount: *amount,
             currency: usd,
-            direction: EntryDirection::Credit,
-            booking_date: "2026-11-26".into(),
+            direction: *direction,
+            booking_date: booked.clone(),
             value_date: None,
             end_to_end_id: None,
             ach_trace_number: None,
@@ -412,6 +420,52 @@ fn statement(number: &str, n: usize) -> Vec<u8> {
         writer.entry(&entry).unwrap();
     }
     writer.finish().unwrap()
+}
+
+on_both_stores! {
+    /// B5: a booked entry that names no order (no end-to-end id, no trace number) settles the
+    /// oldest order of its account awaiting settlement with its direction, currency and amount
+    /// whose effective date is near its booking date; an entry booked a month later, or in the
+    /// other direction, settles nothing; one with no order left stays an unreconciled
+    /// transaction.
+    #[tokio::test]
+    async fn b5_an_entry_naming_no_order_settles_the_oldest_matching_one() {
+        use payrail::domain::bank_answer::EntryDirection::{Credit, Debit};
+        let server = quiet_server().await;
+        let live = live(&server, "acme").await;
+        let wire = |amount: i64| json!({"type": "wire", "amount": amount, "direction": "credit", "receiving_account": wire_receiving("Widgets Inc")});
+        let first = order(&server, &live, wire(4_200)).await;
+        let second = order(&server, &live, wire(4_200)).await;
+        let late = order(&server, &live, wire(9_900)).await;
+        cutoff_now(&server, &live).await;
+        let number = account_number(&server, &live).await;
+        let effective = first["effective_date"].as_str().unwrap().to_owned();
+        let day = time::Date::parse(&effective, time::macros::format_description!("[year]-[month]-[day]")).unwrap();
+        let month_later = (day + time::Duration::days(30)).to_string();
+        let status = |o: Value| {
+            let server = &server;
+            let live = &live;
+            async move { get_order(server, live, o["id"].as_str().unwrap()).await }
+        };
+
+        let file = statement_of(&number, &[(4_200, Debit, effective.clone()), (9_900, Debit, month_later), (4_200, Credit, effective.clone())]);
+        drop_file(&live, "statement-1.xml", &file);
+        let printed = read_inbound(&server, &live).await;
+        assert!(printed.contains("transactions=3") && printed.contains("orders=1"), "{printed}");
+        let settled = status(first.clone()).await;
+        assert_eq!(settled["status"], "completed", "the oldest matching order: {settled}");
+        assert_eq!(settled["transaction_ids"].as_array().map(Vec::len), Some(1));
+        assert_eq!(status(second.clone()).await["status"], "sent");
+        assert_eq!(status(late.clone()).await["status"], "sent", "booked a month after its effective date: not settled");
+
+        let file = statement_of(&number, &[(4_200, Debit, effective.clone()), (4_200, Debit, effective)]);
+        drop_file(&live, "statement-2.xml", &file);
+        let printed = read_inbound(&server, &live).await;
+        assert!(printed.contains("transactions=2") && printed.contains("orders=1"), "{printed}");
+        assert_eq!(status(second).await["status"], "completed");
+        let unreconciled: Vec<Value> = transactions(&server, &live).await.into_iter().filter(|t| t["reconciled"] == false).collect();
+        assert_eq!(unreconciled.len(), 3, "the month-late debit, the credit and the debit with no order left: {unreconciled:?}");
+    }
 }
 
 /// The account number of the tenant's internal account.

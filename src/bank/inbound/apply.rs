@@ -1,7 +1,9 @@
 //! What a bank's answer file does, staged into one batch (SPEC B4, B5): returns return their
 //! orders, `pain.002` rejections fail them, notifications of change correct the receiving
 //! account, booked statement entries become transactions that complete the orders they settle
-//! (matched by end-to-end id, or by ACH trace number from `Refs/ClrSysRef`) or reconcile an
+//! (matched by end-to-end id, or by ACH trace number from `Refs/ClrSysRef`, or, for an entry
+//! that names none, by account, direction, currency, amount and a window around the order's
+//! effective date: the oldest such order awaiting settlement) or reconcile an
 //! expected payment, and `camt.053` balances become balance reports of the internal account they
 //! are about. Answers that match nothing change nothing and are noted on the file's record.
 //!
@@ -22,6 +24,7 @@ use crate::domain::enums::Direction;
 use crate::domain::expected_payment::Reconciler;
 use crate::domain::internal_account;
 use crate::domain::payment_order::answers::{self, Applied, Orders, Outcome};
+use crate::domain::payment_order;
 use crate::domain::transaction::{self, NewTransaction, Settles};
 use crate::error::Result;
 use crate::store::WriteBatch;
@@ -53,6 +56,15 @@ pub async fn stage(ctx: &Ctx<'_>, batch: &mut WriteBatch, connection_id: &str, f
         })
         .collect();
     s.orders.preload_traces(ctx, &traces).await?;
+    let keys: Vec<String> = file
+        .answers
+        .iter()
+        .filter_map(|a| match a {
+            Answer::Entry(e) if e.end_to_end_id.is_none() && e.ach_trace_number.is_none() => s.settlement_key(e),
+            _ => None,
+        })
+        .collect();
+    s.orders.preload_settlements(ctx, &keys.iter().map(String::as_str).collect::<Vec<_>>()).await?;
     for answer in &file.answers {
         match answer {
             Answer::Return(ret) => s.returned(ret).await?,
@@ -96,6 +108,14 @@ struct Staging<'a, 'c> {
 impl Staging<'_, '_> {
     fn note(&mut self, note: String) {
         self.effects.note(note);
+    }
+
+    /// The settlement key of an entry that names no order: its account, direction, currency
+    /// and amount (`None` for a reversal, which only a reference may tie to an order, or an
+    /// account not of this connection).
+    fn settlement_key(&self, entry: &StatementEntry) -> Option<String> {
+        let account = self.account_of(&entry.account).filter(|_| !entry.reversal)?;
+        Some(payment_order::settlement_key(&account, entry.direction, entry.currency, entry.amount))
     }
 
     fn account_of(&self, account: &AccountRef) -> Option<String> {
@@ -187,7 +207,13 @@ impl Staging<'_, '_> {
         let (what, tracked) = match (&entry.end_to_end_id, &entry.ach_trace_number) {
             (Some(e2e), _) => (format!("entry with end-to-end id {e2e}"), self.orders.by_end_to_end_id(self.ctx, e2e).await?),
             (None, Some(trace)) => (format!("entry with trace number {trace}"), self.orders.by_trace_number(self.ctx, trace).await?),
-            (None, None) => (format!("entry {}", entry.bank_reference.as_deref().unwrap_or("without reference")), None),
+            (None, None) => {
+                let what = format!("entry {}", entry.bank_reference.as_deref().unwrap_or("without reference"));
+                match self.settlement_key(entry) {
+                    Some(key) => (what, self.orders.by_settlement(self.ctx, &key, &entry.booking_date).await?),
+                    None => (what, None),
+                }
+            }
         };
         let Some(tracked) = tracked else { return Ok((what, None)) };
         match settles(&tracked.order, entry) {

@@ -62,6 +62,8 @@ pub struct Orders {
     connection_id: String,
     by_id: HashMap<String, Tracked>,
     trace_to_id: HashMap<String, Option<String>>,
+    /// Settlement key -> the orders awaiting settlement under it, oldest first.
+    key_to_ids: HashMap<String, Vec<String>>,
     /// Bank file id -> whether the connection sent it.
     files: HashMap<String, bool>,
 }
@@ -75,7 +77,13 @@ struct FileConnection {
 impl Orders {
     /// The orders a file of the connection `connection_id` may speak of.
     pub fn of_connection(connection_id: &str) -> Self {
-        Orders { connection_id: connection_id.to_owned(), by_id: HashMap::new(), trace_to_id: HashMap::new(), files: HashMap::new() }
+        Orders {
+            connection_id: connection_id.to_owned(),
+            by_id: HashMap::new(),
+            trace_to_id: HashMap::new(),
+            key_to_ids: HashMap::new(),
+            files: HashMap::new(),
+        }
     }
 
     /// The order `id` of the caller's tenant, if there is one.
@@ -152,6 +160,55 @@ impl Orders {
         Ok(())
     }
 
+    /// The oldest order still awaiting settlement under the settlement key `key` (its account,
+    /// the entry's direction there, currency and amount) whose effective date is within
+    /// [`WINDOW_DAYS_BEFORE`] / [`WINDOW_DAYS_AFTER`] of `booked` (`YYYY-MM-DD`): what a booked
+    /// entry that names no order settles (SPEC B5).
+    pub async fn by_settlement(&mut self, ctx: &Ctx<'_>, key: &str, booked: &str) -> Result<Option<&mut Tracked>> {
+        if !self.key_to_ids.contains_key(key) {
+            self.preload_settlements(ctx, &[key]).await?;
+        }
+        let Some(booked) = day(booked) else { return Ok(None) };
+        let within = |order: &PaymentOrder| {
+            day(&order.effective_date).is_some_and(|effective| {
+                let days = (booked - effective).whole_days();
+                (-WINDOW_DAYS_BEFORE..=WINDOW_DAYS_AFTER).contains(&days)
+            })
+        };
+        let candidates = self.key_to_ids.get(key).map(Vec::as_slice).unwrap_or_default();
+        let found = candidates.iter().find(|id| self.by_id.get(*id).is_some_and(|t| t.order.awaiting_settlement() && within(&t.order))).cloned();
+        Ok(found.and_then(|id| self.by_id.get_mut(&id)))
+    }
+
+    /// Reads at once the orders awaiting settlement under `keys`.
+    pub async fn preload_settlements(&mut self, ctx: &Ctx<'_>, keys: &[&str]) -> Result<()> {
+        let mut wanted: Vec<String> = keys.iter().filter(|k| !self.key_to_ids.contains_key(**k)).map(|k| (*k).to_owned()).collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        for chunk in wanted.chunks(PRELOAD_CHUNK) {
+            let mut after_seq = None;
+            loop {
+                let filters = vec![Filter::Keys { name: super::SETTLEMENT_TERM.into(), values: chunk.to_vec() }];
+                let query = ListQuery { kind: KIND, scope: ctx.scope.clone(), filters, after_seq, limit: PRELOAD_CHUNK };
+                let page = ctx.store.list(&query).await?;
+                for stored in page.items {
+                    let order = parse(&stored)?;
+                    self.key_to_ids.entry(order.settlement_key()).or_default().push(stored.id.clone());
+                    self.by_id.entry(stored.id.clone()).or_insert(Tracked { order, version: stored.version, moved: false });
+                }
+                match page.next_seq {
+                    Some(seq) => after_seq = Some(seq),
+                    None => break,
+                }
+            }
+            for key in chunk {
+                // Listed newest first.
+                self.key_to_ids.entry(key.clone()).or_default().reverse();
+            }
+        }
+        Ok(())
+    }
+
     /// Whether a bank file of this connection carried `order`.
     async fn sent_here(&mut self, ctx: &Ctx<'_>, order: &PaymentOrder) -> Result<bool> {
         let Some(file_id) = super::carry::bank_file_id(order) else { return Ok(false) };
@@ -180,6 +237,16 @@ impl Orders {
         }
         Ok(moved)
     }
+}
+
+/// How many days before an order's effective date a booked entry that names no order may
+/// settle it (a bank may book an early-dated entry), and how many after (ACH settles a day or
+/// two after; a statement may come days later).
+pub const WINDOW_DAYS_BEFORE: i64 = 3;
+pub const WINDOW_DAYS_AFTER: i64 = 7;
+
+fn day(text: &str) -> Option<time::Date> {
+    time::Date::parse(text, time::macros::format_description!("[year]-[month]-[day]")).ok()
 }
 
 /// Trace numbers looked up per query by [`Orders::preload_traces`].

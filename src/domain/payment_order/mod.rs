@@ -18,6 +18,7 @@ pub mod status;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
+use super::bank_answer::EntryDirection;
 use super::common::{AddressInput, nullable};
 use super::enums::{Direction, PaymentType, Priority};
 use super::external_account::ExternalAccountInput;
@@ -324,8 +325,37 @@ impl PaymentOrder {
         terms.extend(self.transaction_ids.iter().map(|id| Term::new("transaction_id", id)));
         terms
             .extend(self.reference_numbers.iter().filter_map(|r| r["reference_number"].as_str()).map(|n| Term::new("reference_number", n)));
+        terms.extend(self.awaiting_settlement().then(|| Term::new(SETTLEMENT_TERM, self.settlement_key())));
         terms
     }
+
+    /// Whether the bank may still settle the order (it is in a file, not yet settled).
+    pub fn awaiting_settlement(&self) -> bool {
+        matches!(self.status, Status::Processing | Status::Sent)
+    }
+
+    /// What a statement entry settling the order shows without naming it: its account, the
+    /// entry's direction there (money out for a credit), currency and amount.
+    pub fn settlement_key(&self) -> String {
+        let entry = match self.direction {
+            Direction::Credit => EntryDirection::Debit,
+            Direction::Debit => EntryDirection::Credit,
+        };
+        settlement_key(self.originating_account_id.as_str(), entry, self.currency, self.amount.minor_units())
+    }
+}
+
+/// The term an order carries while the bank may settle it ([`PaymentOrder::settlement_key`]):
+/// a booked entry that names no order finds its candidates by it.
+pub const SETTLEMENT_TERM: &str = "awaiting_settlement";
+
+/// The settlement key of an entry of `direction` on the internal account `account_id`.
+pub fn settlement_key(account_id: &str, direction: EntryDirection, currency: Currency, amount: i64) -> String {
+    let side = match direction {
+        EntryDirection::Debit => "DBIT",
+        EntryDirection::Credit => "CRDT",
+    };
+    format!("{account_id}/{side}/{currency}/{amount}")
 }
 
 /// The term the sandbox bank finds its due orders by (sandbox orders only).
