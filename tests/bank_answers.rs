@@ -79,6 +79,7 @@ fn entry(amount: i64, direction: EntryDirection) -> StatementEntry {
         description: String::new(),
         rail: None,
         reversal: false,
+        return_code: None,
     }
 }
 
@@ -91,7 +92,9 @@ fn report_header(id: &str, account: AccountRef, currency: Currency) -> ReportHea
 }
 
 /// The entries a sandbox statement carries: an ACH credit with its trace number, a wire debit
-/// with the order's end-to-end id marked as a reversal (`RvslInd`, a returned wire), an RTP credit with a description that needs escaping.
+/// with the order's end-to-end id marked as a reversal (`RvslInd`, a returned wire) with its
+/// ISO return reason, an ACH reversal with its NACHA code, an RTP credit with a description
+/// that needs escaping.
 fn sandbox_entries() -> Vec<StatementEntry> {
     vec![
         StatementEntry {
@@ -100,6 +103,7 @@ fn sandbox_entries() -> Vec<StatementEntry> {
             description: "ACH CREDIT ACME CORP".into(),
             rail: Some("ach".into()),
             reversal: false,
+            return_code: None,
             ..entry(12_500, EntryDirection::Credit)
         },
         StatementEntry {
@@ -107,7 +111,15 @@ fn sandbox_entries() -> Vec<StatementEntry> {
             value_date: Some("2026-07-03".into()),
             rail: Some("wire".into()),
             reversal: true,
+            return_code: Some("AC04".into()),
             ..entry(1_000_000, EntryDirection::Debit)
+        },
+        StatementEntry {
+            ach_trace_number: Some("021000020000002".into()),
+            rail: Some("ach".into()),
+            reversal: true,
+            return_code: Some("R01".into()),
+            ..entry(4_200, EntryDirection::Debit)
         },
         StatementEntry { description: "Payment <Globex> & \"co\"".into(), rail: Some("rtp".into()), ..entry(1, EntryDirection::Credit) },
     ]
@@ -140,6 +152,7 @@ fn b7_camt054_writer_output_passes_the_official_xsd_and_reads_back() {
         end_to_end_id: Some("E2E-1".into()),
         rail: Some("sepa".into()),
         reversal: false,
+        return_code: None,
         ..entry(4_250, EntryDirection::Credit)
     };
     let mut writer = CamtWriter::notification(Vec::new(), &report_header("N1", iban, eur)).unwrap();
@@ -240,6 +253,7 @@ fn b5_camt053_of_50000_entries_streams_in_seconds() {
             description: format!("ENTRY {i}"),
             rail: Some("ach".into()),
             reversal: false,
+            return_code: None,
             ..entry(100 + i64::from(i), if i % 2 == 0 { EntryDirection::Credit } else { EntryDirection::Debit })
         };
         writer.entry(&e).unwrap();

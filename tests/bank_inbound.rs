@@ -375,14 +375,38 @@ on_both_stores! {
 /// A `camt.053` of `n` booked credits of 1.00 to account `number`, as a bank writes it.
 fn statement(number: &str, n: usize) -> Vec<u8> {
     use payrail::domain::bank_answer::EntryDirection;
-    statement_of(number, &vec![(100, EntryDirection::Credit, "2026-11-26".to_owned()); n])
+    statement_of(number, (0..n).map(|_| unnamed(number, 100, EntryDirection::Credit, "2026-11-26")).collect())
 }
 
-/// A `camt.053` of account `number` with one booked entry per `(amount, direction, booking
-/// date)`, none naming an order, as a bank writes it.
-fn statement_of(number: &str, entries: &[(i64, payrail::domain::bank_answer::EntryDirection, String)]) -> Vec<u8> {
+/// A booked entry of account `number` naming no order, as a bank writes it.
+fn unnamed(
+    number: &str,
+    amount: i64,
+    direction: payrail::domain::bank_answer::EntryDirection,
+    booked: &str,
+) -> payrail::domain::bank_answer::StatementEntry {
+    payrail::domain::bank_answer::StatementEntry {
+        account: payrail::domain::bank_answer::AccountRef { iban: None, account_number: Some(number.to_owned()) },
+        amount,
+        currency: payrail::domain::money::Currency::USD,
+        direction,
+        booking_date: booked.to_owned(),
+        value_date: None,
+        end_to_end_id: None,
+        ach_trace_number: None,
+        bank_reference: None,
+        description: "INCOMING ACH".into(),
+        rail: Some("ach".into()),
+        reversal: false,
+        return_code: None,
+    }
+}
+
+/// A `camt.053` of account `number` with `entries` (each given a bank reference), as a bank
+/// writes it.
+fn statement_of(number: &str, entries: Vec<payrail::domain::bank_answer::StatementEntry>) -> Vec<u8> {
     use payrail::bank::formats::iso20022::camt::{CamtWriter, ReportHeader};
-    use payrail::domain::bank_answer::{AccountRef, StatementBalance, StatementEntry};
+    use payrail::domain::bank_answer::{AccountRef, StatementBalance};
     let usd = payrail::domain::money::Currency::USD;
     let account = AccountRef { iban: None, account_number: Some(number.to_owned()) };
     let balance = |balance_type: &str, amount| StatementBalance {
@@ -392,31 +416,17 @@ fn statement_of(number: &str, entries: &[(i64, payrail::domain::bank_answer::Ent
         currency: usd,
         as_of_date: "2026-11-26".into(),
     };
-    let n = entries.len();
+    let total: i64 = entries.iter().map(|e| e.amount).sum();
     let header = ReportHeader {
-        message_id: format!("STMT-{n}-{}", entries.iter().map(|e| e.0).sum::<i64>()),
+        message_id: format!("STMT-{}-{total}", entries.len()),
         created_at: time::OffsetDateTime::UNIX_EPOCH,
-        report_id: format!("STMT-{n}"),
+        report_id: format!("STMT-{}", entries.len()),
         account: account.clone(),
         currency: usd,
     };
-    let closing = entries.iter().map(|e| e.0).sum::<i64>();
-    let mut writer = CamtWriter::statement(Vec::new(), &header, &[balance("opening_ledger", 0), balance("closing_ledger", closing)]).unwrap();
-    for (i, (amount, direction, booked)) in entries.iter().enumerate() {
-        let entry = StatementEntry {
-            account: account.clone(),
-            amount: *amount,
-            currency: usd,
-            direction: *direction,
-            booking_date: booked.clone(),
-            value_date: None,
-            end_to_end_id: None,
-            ach_trace_number: None,
-            bank_reference: Some(format!("E{i}")),
-            description: "INCOMING ACH".into(),
-            rail: Some("ach".into()),
-            reversal: false,
-        };
+    let mut writer = CamtWriter::statement(Vec::new(), &header, &[balance("opening_ledger", 0), balance("closing_ledger", total)]).unwrap();
+    for (i, mut entry) in entries.into_iter().enumerate() {
+        entry.bank_reference = Some(format!("E{i}"));
         writer.entry(&entry).unwrap();
     }
     writer.finish().unwrap()
@@ -448,7 +458,10 @@ on_both_stores! {
             async move { get_order(server, live, o["id"].as_str().unwrap()).await }
         };
 
-        let file = statement_of(&number, &[(4_200, Debit, effective.clone()), (9_900, Debit, month_later), (4_200, Credit, effective.clone())]);
+        let file = statement_of(
+            &number,
+            vec![unnamed(&number, 4_200, Debit, &effective), unnamed(&number, 9_900, Debit, &month_later), unnamed(&number, 4_200, Credit, &effective)],
+        );
         drop_file(&live, "statement-1.xml", &file);
         let printed = read_inbound(&server, &live).await;
         assert!(printed.contains("transactions=3") && printed.contains("orders=1"), "{printed}");
@@ -458,13 +471,35 @@ on_both_stores! {
         assert_eq!(status(second.clone()).await["status"], "sent");
         assert_eq!(status(late.clone()).await["status"], "sent", "booked a month after its effective date: not settled");
 
-        let file = statement_of(&number, &[(4_200, Debit, effective.clone()), (4_200, Debit, effective)]);
+        let file = statement_of(&number, vec![unnamed(&number, 4_200, Debit, &effective), unnamed(&number, 4_200, Debit, &effective)]);
         drop_file(&live, "statement-2.xml", &file);
         let printed = read_inbound(&server, &live).await;
         assert!(printed.contains("transactions=2") && printed.contains("orders=1"), "{printed}");
         assert_eq!(status(second).await["status"], "completed");
         let unreconciled: Vec<Value> = transactions(&server, &live).await.into_iter().filter(|t| t["reconciled"] == false).collect();
         assert_eq!(unreconciled.len(), 3, "the month-late debit, the credit and the debit with no order left: {unreconciled:?}");
+    }
+
+    /// B5: a booked reversal that names a sent order returns it with the reason its `RtrInf`
+    /// gives: an ISO code (`AC04`) is not one of Modern Treasury's return codes, which the SDKs
+    /// check, so it leads the reason and the code stays null.
+    #[tokio::test]
+    async fn b5_a_reversal_with_a_return_reason_returns_the_order_with_its_code() {
+        use payrail::domain::bank_answer::EntryDirection::Credit;
+        let server = quiet_server().await;
+        let live = live(&server, "acme").await;
+        let wire = order(&server, &live, json!({"type": "wire", "amount": 7_500, "direction": "credit", "receiving_account": wire_receiving("Widgets Inc")})).await;
+        cutoff_now(&server, &live).await;
+        let number = account_number(&server, &live).await;
+        let mut reversal = unnamed(&number, 7_500, Credit, wire["effective_date"].as_str().unwrap());
+        (reversal.end_to_end_id, reversal.reversal, reversal.return_code) = (Some(end_to_end_id(&wire)), true, Some("AC04".into()));
+        drop_file(&live, "reversal.xml", &statement_of(&number, vec![reversal]));
+        let printed = read_inbound(&server, &live).await;
+        assert!(printed.contains("returns=1"), "{printed}");
+        let returned = get_order(&server, &live, wire["id"].as_str().unwrap()).await;
+        assert_eq!(returned["status"], "returned", "{returned}");
+        assert_eq!(returned["current_return"]["code"], Value::Null);
+        assert_eq!(returned["current_return"]["reason"], "AC04: Closed Account Number");
     }
 }
 

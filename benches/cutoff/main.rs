@@ -394,6 +394,7 @@ mod answers {
                     description: "INCOMING ACH".into(),
                     rail: Some("ach".into()),
                     reversal: false,
+                    return_code: None,
                 })
                 .unwrap();
         }

@@ -134,8 +134,11 @@ pub struct StatementEntry {
     /// The rail when the bank transaction code says it (`ach`, `wire`, `rtp`, `sepa`, `book`).
     pub rail: Option<String>,
     /// `RvslInd`: the entry reverses an earlier one (a payment that came back). A reversal
-    /// that matches a sent or completed order returns it, without a code.
+    /// that matches a sent or completed order returns it, with `return_code` when given.
     pub reversal: bool,
+    /// `TxDtls/RtrInf/Rsn/Cd` (or `Prtry`): why the payment came back, an ISO code such as
+    /// `AC04` or a NACHA one such as `R01`.
+    pub return_code: Option<String>,
 }
 
 /// One balance of a `camt.053` statement (`Bal`).

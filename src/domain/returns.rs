@@ -35,6 +35,115 @@ pub struct NewReturn {
     pub data: Option<serde_json::Value>,
 }
 
+/// The codes a return may carry: Modern Treasury's `return.code` enum, which the official SDKs
+/// check. A bank's code outside it (an ISO reason such as `AC04`) goes in the reason instead.
+const CODES: &[&str] = &[
+    "901",
+    "902",
+    "903",
+    "904",
+    "905",
+    "907",
+    "908",
+    "909",
+    "910",
+    "911",
+    "912",
+    "914",
+    "C01",
+    "C02",
+    "C03",
+    "C05",
+    "C06",
+    "C07",
+    "C08",
+    "C09",
+    "C13",
+    "C14",
+    "R01",
+    "R02",
+    "R03",
+    "R04",
+    "R05",
+    "R06",
+    "R07",
+    "R08",
+    "R09",
+    "R10",
+    "R11",
+    "R12",
+    "R13",
+    "R14",
+    "R15",
+    "R16",
+    "R17",
+    "R18",
+    "R19",
+    "R20",
+    "R21",
+    "R22",
+    "R23",
+    "R24",
+    "R25",
+    "R26",
+    "R27",
+    "R28",
+    "R29",
+    "R30",
+    "R31",
+    "R32",
+    "R33",
+    "R34",
+    "R35",
+    "R36",
+    "R37",
+    "R38",
+    "R39",
+    "R40",
+    "R41",
+    "R42",
+    "R43",
+    "R44",
+    "R45",
+    "R46",
+    "R47",
+    "R50",
+    "R51",
+    "R52",
+    "R53",
+    "R61",
+    "R62",
+    "R67",
+    "R68",
+    "R69",
+    "R70",
+    "R71",
+    "R72",
+    "R73",
+    "R74",
+    "R75",
+    "R76",
+    "R77",
+    "R80",
+    "R81",
+    "R82",
+    "R83",
+    "R84",
+    "R85",
+    "currencycloud",
+];
+
+/// The `code` and `reason` of a return the bank gave `code` (if any) and `title` for: a code
+/// outside [`CODES`] is kept in the reason (`AC04: Closed Account Number`), never as the code.
+pub fn code_and_reason(code: Option<&str>, title: Option<&str>) -> (Option<String>, String) {
+    let title = title.unwrap_or("Returned by the receiving bank");
+    match code {
+        Some(code) if CODES.contains(&code) => (Some(code.to_owned()), title.to_owned()),
+        Some(code) => (None, format!("{code}: {title}")),
+        None => (None, title.to_owned()),
+    }
+}
+
 /// Payment types that have a return type of the same name (the SDK's `ReturnType`).
 const RETURN_TYPES: &[PaymentType] = &[
     PaymentType::Ach,
@@ -140,4 +249,17 @@ pub async fn list(ctx: &Ctx<'_>, filter: &ReturnFilter, page: PageSpec) -> Resul
     .flatten()
     .collect();
     listing::stored_page(ctx, KIND, filters, page).await
+}
+
+#[cfg(test)]
+mod code_tests {
+    use super::code_and_reason;
+
+    #[test]
+    fn b5_only_modern_treasury_return_codes_are_codes() {
+        assert_eq!(code_and_reason(Some("R01"), Some("Insufficient Funds")), (Some("R01".into()), "Insufficient Funds".into()));
+        assert_eq!(code_and_reason(Some("AC04"), Some("Closed Account Number")), (None, "AC04: Closed Account Number".into()));
+        assert_eq!(code_and_reason(Some("R99"), None), (None, "R99: Returned by the receiving bank".into()));
+        assert_eq!(code_and_reason(None, None), (None, "Returned by the receiving bank".into()));
+    }
 }

@@ -132,6 +132,7 @@ fn booked(payment: &Payment, account: &AccountRef, day: &str, reversal: bool) ->
         description: if reversal { "RETURNED PAYMENT".into() } else { "PAYRAIL SANDBOX BANK".into() },
         rail: Some(if payment.ach.is_some() { "ach" } else { "wire" }.into()),
         reversal,
+        return_code: None,
     }
 }
 
@@ -192,6 +193,7 @@ pub fn expected_booking(
             .unwrap_or_else(|| "PAYRAIL SANDBOX BANK".into()),
         rail: expected.payment_type.map(|t| t.as_str().to_owned()),
         reversal: false,
+        return_code: None,
     };
     let id = format!("SBX-EP-{}", short_id(&expected.id));
     let created = OffsetDateTime::from_unix_timestamp(expected.created_at.as_micros() / 1_000_000).map_err(|e| e.to_string())?;

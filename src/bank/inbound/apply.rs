@@ -22,10 +22,10 @@ use crate::domain::bank_answer::{
 use crate::domain::correction::{self, Corrections};
 use crate::domain::enums::Direction;
 use crate::domain::expected_payment::Reconciler;
-use crate::domain::internal_account;
-use crate::domain::payment_order::answers::{self, Applied, Orders, Outcome};
 use crate::domain::payment_order;
+use crate::domain::payment_order::answers::{self, Applied, Orders, Outcome};
 use crate::domain::transaction::{self, NewTransaction, Settles};
+use crate::domain::{internal_account, returns};
 use crate::error::Result;
 use crate::store::WriteBatch;
 
@@ -128,9 +128,8 @@ impl Staging<'_, '_> {
             self.note(format!("{what}: no payment order carried it"));
             return Ok(());
         };
-        let reason =
-            crate::bank::formats::nacha::return_reasons::return_reason(&ret.code).unwrap_or("Returned by the receiving bank").to_owned();
-        let outcome = Outcome::Returned { code: Some(ret.code.clone()), reason };
+        let (code, reason) = returns::code_and_reason(Some(&ret.code), return_title(&ret.code));
+        let outcome = Outcome::Returned { code, reason };
         match answers::apply(self.ctx, self.batch, tracked, outcome).await? {
             Applied::Moved(_) => self.effects.returns += 1,
             Applied::Skipped(why) => self.note(format!("{what}: {why}")),
@@ -229,7 +228,13 @@ impl Staging<'_, '_> {
     async fn settle_order(&mut self, what: &str, order_id: &str, entry: &StatementEntry, txn: &mut transaction::Transaction) -> Result<()> {
         let Some(tracked) = self.orders.by_id(self.ctx, order_id).await? else { return Ok(()) };
         let outcome = match entry.reversal {
-            true => Outcome::Returned { code: None, reason: "Returned by the receiving bank (a reversal was booked)".into() },
+            true => {
+                let code = entry.return_code.as_deref();
+                let title =
+                    code.and_then(return_title).or(code.is_none().then_some("Returned by the receiving bank (a reversal was booked)"));
+                let (code, reason) = returns::code_and_reason(code, title);
+                Outcome::Returned { code, reason }
+            }
             false => Outcome::Completed,
         };
         // Linked first, so the events of the move carry the order as it ends up.
@@ -318,6 +323,12 @@ fn new_transaction(entry: &StatementEntry, internal_account_id: String) -> NewTr
         details,
         custom_identifiers: BTreeMap::new(),
     }
+}
+
+/// The title of a NACHA (`R01`) or ISO (`AC04`) return reason code, if known.
+fn return_title(code: &str) -> Option<&'static str> {
+    crate::bank::formats::nacha::return_reasons::return_reason(code)
+        .or_else(|| crate::bank::formats::iso20022::return_reasons::return_reason(code))
 }
 
 /// `AC04: Closed account number` from a rejection's code and text, whichever it has.

@@ -176,7 +176,8 @@ impl Orders {
             })
         };
         let candidates = self.key_to_ids.get(key).map(Vec::as_slice).unwrap_or_default();
-        let found = candidates.iter().find(|id| self.by_id.get(*id).is_some_and(|t| t.order.awaiting_settlement() && within(&t.order))).cloned();
+        let found =
+            candidates.iter().find(|id| self.by_id.get(*id).is_some_and(|t| t.order.awaiting_settlement() && within(&t.order))).cloned();
         Ok(found.and_then(|id| self.by_id.get_mut(&id)))
     }
 

@@ -179,6 +179,7 @@ struct Details {
     servicer_ref: Option<String>,
     description: Option<String>,
     remittance: Option<String>,
+    return_code: Option<String>,
 }
 
 type Step = std::result::Result<(), String>;
@@ -322,6 +323,7 @@ impl Reader {
             "/Refs/AcctSvcrRef" => details.servicer_ref = value(),
             "/AddtlTxInf" => details.description = value(),
             "/RmtInf/Ustrd" if details.remittance.is_none() => details.remittance = value(),
+            "/RtrInf/Rsn/Cd" | "/RtrInf/Rsn/Prtry" => details.return_code = value(),
             _ => {}
         }
         Ok(())
@@ -350,6 +352,7 @@ impl Reader {
             description: entry.description.clone().unwrap_or_default(),
             rail: entry.rail.map(str::to_owned),
             reversal: entry.reversal,
+            return_code: None,
         };
         if split(&entry, amount, currency) {
             for details in &entry.details {
@@ -388,6 +391,7 @@ fn split(entry: &Entry, amount: i64, currency: Currency) -> bool {
 fn with_details(mut entry: StatementEntry, details: &Details, outer: &Entry) -> StatementEntry {
     entry.end_to_end_id = details.end_to_end_id.clone();
     entry.ach_trace_number = details.clearing_reference.clone();
+    entry.return_code = details.return_code.clone();
     if entry.bank_reference.is_none() {
         entry.bank_reference = details.servicer_ref.clone();
     }
@@ -602,7 +606,7 @@ fn write_entry<W: Write>(xml: &mut XmlWriter<W>, entry: &StatementEntry, amount:
         date(xml, "ValDt", value_date)?;
     }
     write_bank_code(xml, entry)?;
-    if entry.end_to_end_id.is_some() || entry.ach_trace_number.is_some() {
+    if entry.end_to_end_id.is_some() || entry.ach_trace_number.is_some() || entry.return_code.is_some() {
         xml.open("NtryDtls")?;
         xml.open("TxDtls")?;
         xml.open("Refs")?;
@@ -613,6 +617,15 @@ fn write_entry<W: Write>(xml: &mut XmlWriter<W>, entry: &StatementEntry, amount:
             xml.leaf("ClrSysRef", trace)?;
         }
         xml.close("Refs")?;
+        if let Some(code) = &entry.return_code {
+            // An ISO code is `Cd` (ExternalReturnReason1Code); a NACHA one is the bank's own.
+            let nacha = code.len() == 3 && code.starts_with('R');
+            xml.open("RtrInf")?;
+            xml.open("Rsn")?;
+            xml.leaf(if nacha { "Prtry" } else { "Cd" }, code)?;
+            xml.close("Rsn")?;
+            xml.close("RtrInf")?;
+        }
         xml.close("TxDtls")?;
         xml.close("NtryDtls")?;
     }
@@ -681,6 +694,7 @@ pub(crate) mod tests {
             description: String::new(),
             rail: None,
             reversal: false,
+            return_code: None,
         }
     }
 
@@ -701,6 +715,7 @@ pub(crate) mod tests {
                 description: "ACH CREDIT ACME CORP PAYROLL".into(),
                 rail: Some("ach".into()),
                 reversal: false,
+                return_code: None,
                 ..entry(12_500, EntryDirection::Credit)
             }),
             Answer::Entry(StatementEntry {
@@ -709,6 +724,7 @@ pub(crate) mod tests {
                 description: "Invoice 42".into(),
                 rail: Some("wire".into()),
                 reversal: false,
+                return_code: None,
                 ..entry(1_000_000, EntryDirection::Debit)
             }),
             Answer::Entry(StatementEntry {
@@ -716,6 +732,7 @@ pub(crate) mod tests {
                 description: "ACH DEBIT BATCH".into(),
                 rail: Some("ach".into()),
                 reversal: false,
+                return_code: None,
                 ..entry(1_000, EntryDirection::Debit)
             }),
             Answer::Entry(StatementEntry {
@@ -723,6 +740,7 @@ pub(crate) mod tests {
                 description: "ACH DEBIT BATCH".into(),
                 rail: Some("ach".into()),
                 reversal: false,
+                return_code: None,
                 ..entry(2_000, EntryDirection::Debit)
             }),
         ];
@@ -770,6 +788,7 @@ pub(crate) mod tests {
                 description: "ACH & co".into(),
                 rail: Some("ach".into()),
                 reversal: false,
+                return_code: None,
                 ..entry(12_500, EntryDirection::Credit)
             },
             StatementEntry {
@@ -778,6 +797,7 @@ pub(crate) mod tests {
                 value_date: Some("2026-07-03".into()),
                 rail: Some("rtp".into()),
                 reversal: false,
+                return_code: None,
                 ..entry(99, EntryDirection::Debit)
             },
         ];

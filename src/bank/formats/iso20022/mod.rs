@@ -21,6 +21,7 @@ pub mod camt;
 pub mod pain001;
 pub mod pain002;
 pub mod read;
+pub mod return_reasons;
 pub mod rules;
 pub mod text;
 pub mod xml;
