@@ -229,10 +229,10 @@ impl Staging<'_, '_> {
         let Some(tracked) = self.orders.by_id(self.ctx, order_id).await? else { return Ok(()) };
         let outcome = match entry.reversal {
             true => {
-                let code = entry.return_code.as_deref();
-                let title =
-                    code.and_then(return_title).or(code.is_none().then_some("Returned by the receiving bank (a reversal was booked)"));
-                let (code, reason) = returns::code_and_reason(code, title);
+                let (code, reason) = match entry.return_code.as_deref() {
+                    Some(code) => returns::code_and_reason(Some(code), return_title(code)),
+                    None => returns::code_and_reason(None, Some("Returned by the receiving bank (a reversal was booked)")),
+                };
                 Outcome::Returned { code, reason }
             }
             false => Outcome::Completed,

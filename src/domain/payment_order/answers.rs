@@ -124,34 +124,22 @@ impl Orders {
     /// Reads at once the ACH orders that carried `traces` (a file of thousands of returns looks
     /// its orders up a chunk at a time, not one query per return).
     pub async fn preload_traces(&mut self, ctx: &Ctx<'_>, traces: &[&str]) -> Result<()> {
-        let mut wanted: Vec<String> = traces.iter().filter(|t| !self.trace_to_id.contains_key(**t)).map(|t| (*t).to_owned()).collect();
-        wanted.sort_unstable();
-        wanted.dedup();
+        let wanted = not_in(traces, &self.trace_to_id);
         self.load_traces(ctx, &wanted).await
     }
 
     async fn load_traces(&mut self, ctx: &Ctx<'_>, traces: &[String]) -> Result<()> {
         for chunk in traces.chunks(PRELOAD_CHUNK) {
-            let mut after_seq = None;
-            loop {
-                let filters = vec![Filter::Keys { name: "reference_number".into(), values: chunk.to_vec() }];
-                let query = ListQuery { kind: KIND, scope: ctx.scope.clone(), filters, after_seq, limit: PRELOAD_CHUNK };
-                let page = ctx.store.list(&query).await?;
-                // Newest first, so an order of the connection found first for a trace is its newest.
-                for stored in page.items {
-                    let order = parse(&stored)?;
-                    if !self.sent_here(ctx, &order).await? {
-                        continue;
-                    }
-                    for trace in ach_traces(&order) {
-                        self.trace_to_id.entry(trace.to_owned()).or_insert_with(|| Some(stored.id.clone()));
-                    }
-                    self.by_id.entry(stored.id.clone()).or_insert(Tracked { order, version: stored.version, moved: false });
+            // Newest first, so an order of the connection found first for a trace is its newest.
+            for stored in with_keys(ctx, "reference_number", chunk).await? {
+                let order = parse(&stored)?;
+                if !self.sent_here(ctx, &order).await? {
+                    continue;
                 }
-                match page.next_seq {
-                    Some(seq) => after_seq = Some(seq),
-                    None => break,
+                for trace in ach_traces(&order) {
+                    self.trace_to_id.entry(trace.to_owned()).or_insert_with(|| Some(stored.id.clone()));
                 }
+                self.by_id.entry(stored.id.clone()).or_insert(Tracked { order, version: stored.version, moved: false });
             }
             for trace in chunk {
                 self.trace_to_id.entry(trace.clone()).or_insert(None);
@@ -183,24 +171,12 @@ impl Orders {
 
     /// Reads at once the orders awaiting settlement under `keys`.
     pub async fn preload_settlements(&mut self, ctx: &Ctx<'_>, keys: &[&str]) -> Result<()> {
-        let mut wanted: Vec<String> = keys.iter().filter(|k| !self.key_to_ids.contains_key(**k)).map(|k| (*k).to_owned()).collect();
-        wanted.sort_unstable();
-        wanted.dedup();
+        let wanted = not_in(keys, &self.key_to_ids);
         for chunk in wanted.chunks(PRELOAD_CHUNK) {
-            let mut after_seq = None;
-            loop {
-                let filters = vec![Filter::Keys { name: super::SETTLEMENT_TERM.into(), values: chunk.to_vec() }];
-                let query = ListQuery { kind: KIND, scope: ctx.scope.clone(), filters, after_seq, limit: PRELOAD_CHUNK };
-                let page = ctx.store.list(&query).await?;
-                for stored in page.items {
-                    let order = parse(&stored)?;
-                    self.key_to_ids.entry(order.settlement_key()).or_default().push(stored.id.clone());
-                    self.by_id.entry(stored.id.clone()).or_insert(Tracked { order, version: stored.version, moved: false });
-                }
-                match page.next_seq {
-                    Some(seq) => after_seq = Some(seq),
-                    None => break,
-                }
+            for stored in with_keys(ctx, super::SETTLEMENT_TERM, chunk).await? {
+                let order = parse(&stored)?;
+                self.key_to_ids.entry(order.settlement_key()).or_default().push(stored.id.clone());
+                self.by_id.entry(stored.id.clone()).or_insert(Tracked { order, version: stored.version, moved: false });
             }
             for key in chunk {
                 // Listed newest first.
@@ -250,8 +226,30 @@ fn day(text: &str) -> Option<time::Date> {
     time::Date::parse(text, time::macros::format_description!("[year]-[month]-[day]")).ok()
 }
 
-/// Trace numbers looked up per query by [`Orders::preload_traces`].
+/// Keys (trace numbers, settlement keys) looked up per query.
 const PRELOAD_CHUNK: usize = 500;
+
+/// `keys` not yet looked up in `known`, each once.
+fn not_in<V>(keys: &[&str], known: &HashMap<String, V>) -> Vec<String> {
+    let mut wanted: Vec<String> = keys.iter().filter(|k| !known.contains_key(**k)).map(|k| (*k).to_owned()).collect();
+    wanted.sort_unstable();
+    wanted.dedup();
+    wanted
+}
+
+/// Every order whose term `name` is one of `keys`, newest first (all pages).
+async fn with_keys(ctx: &Ctx<'_>, name: &str, keys: &[String]) -> Result<Vec<crate::store::StoredObject>> {
+    let (mut out, mut after_seq) = (Vec::new(), None);
+    loop {
+        let filters = vec![Filter::Keys { name: name.to_owned(), values: keys.to_vec() }];
+        let page = ctx.store.list(&ListQuery { kind: KIND, scope: ctx.scope.clone(), filters, after_seq, limit: PRELOAD_CHUNK }).await?;
+        out.extend(page.items);
+        match page.next_seq {
+            Some(seq) => after_seq = Some(seq),
+            None => return Ok(out),
+        }
+    }
+}
 
 /// The ACH trace numbers among `order`'s reference numbers.
 fn ach_traces(order: &PaymentOrder) -> impl Iterator<Item = &str> {

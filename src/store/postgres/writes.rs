@@ -234,23 +234,61 @@ fn chunks<T>(items: &[T], size: impl Fn(&T) -> usize) -> Vec<&[T]> {
     out
 }
 
+/// What a bulk statement takes of its records, one array a column.
+struct Columns<'a> {
+    ids: Vec<&'a str>,
+    kinds: Vec<&'a str>,
+    orgs: Vec<&'a str>,
+    lives: Vec<bool>,
+    parents: Vec<Option<&'a str>>,
+    docs: Vec<&'a str>,
+    /// The records' distinct terms: owner id, name, value.
+    term_owners: Vec<&'a str>,
+    term_names: Vec<&'a str>,
+    term_values: Vec<&'a str>,
+}
+
+impl<'a> Columns<'a> {
+    fn of(records: impl Iterator<Item = &'a ObjectRecord>) -> Self {
+        let mut c = Columns {
+            ids: Vec::new(),
+            kinds: Vec::new(),
+            orgs: Vec::new(),
+            lives: Vec::new(),
+            parents: Vec::new(),
+            docs: Vec::new(),
+            term_owners: Vec::new(),
+            term_names: Vec::new(),
+            term_values: Vec::new(),
+        };
+        for r in records {
+            c.ids.push(&r.id);
+            c.kinds.push(r.kind);
+            c.orgs.push(&r.scope.organization_id);
+            c.lives.push(r.scope.live_mode);
+            c.parents.push(r.parent_id.as_deref());
+            c.docs.push(&r.doc);
+            for (name, value) in distinct_terms(r) {
+                c.term_owners.push(&r.id);
+                c.term_names.push(name);
+                c.term_values.push(value);
+            }
+        }
+        c
+    }
+}
+
 /// Inserts `records` in one statement, `seq` in their order.
 pub async fn insert_many(tx: &Object, records: &[&ObjectRecord]) -> Result<()> {
     if records.is_empty() {
         return Ok(());
     }
-    let ids: Vec<&str> = records.iter().map(|r| r.id.as_str()).collect();
-    let kinds: Vec<&str> = records.iter().map(|r| r.kind).collect();
-    let orgs: Vec<&str> = records.iter().map(|r| r.scope.organization_id.as_str()).collect();
-    let lives: Vec<bool> = records.iter().map(|r| r.scope.live_mode).collect();
-    let parents: Vec<Option<&str>> = records.iter().map(|r| r.parent_id.as_deref()).collect();
+    let c = Columns::of(records.iter().copied());
     let created: Vec<i64> = records.iter().map(|r| r.created_at.as_micros()).collect();
-    let docs: Vec<&str> = records.iter().map(|r| r.doc.as_str()).collect();
-    let (term_owner, term_names, term_values) = term_rows(records.iter().copied());
     let statement = tx.prepare_cached(INSERT_MANY).await.map_err(db_err)?;
-    tx.execute(&statement, &[&ids, &kinds, &orgs, &lives, &parents, &created, &docs, &term_owner, &term_names, &term_values])
-        .await
-        .map_err(db_err)?;
+    let params: [&(dyn ToSql + Sync); 10] =
+        [&c.ids, &c.kinds, &c.orgs, &c.lives, &c.parents, &created, &c.docs, &c.term_owners, &c.term_names, &c.term_values];
+    tx.execute(&statement, &params).await.map_err(db_err)?;
     Ok(())
 }
 
@@ -260,19 +298,12 @@ async fn replace_many(tx: &Object, replaces: &[(&ObjectRecord, i64)]) -> Result<
     if replaces.is_empty() {
         return Ok(());
     }
-    let ids: Vec<&str> = replaces.iter().map(|(r, _)| r.id.as_str()).collect();
-    let kinds: Vec<&str> = replaces.iter().map(|(r, _)| r.kind).collect();
-    let orgs: Vec<&str> = replaces.iter().map(|(r, _)| r.scope.organization_id.as_str()).collect();
-    let lives: Vec<bool> = replaces.iter().map(|(r, _)| r.scope.live_mode).collect();
+    let c = Columns::of(replaces.iter().map(|(r, _)| *r));
     let versions: Vec<i64> = replaces.iter().map(|(_, v)| *v).collect();
-    let docs: Vec<&str> = replaces.iter().map(|(r, _)| r.doc.as_str()).collect();
-    let parents: Vec<Option<&str>> = replaces.iter().map(|(r, _)| r.parent_id.as_deref()).collect();
-    let (term_owner, term_names, term_values) = term_rows(replaces.iter().map(|(r, _)| *r));
     let statement = tx.prepare_cached(REPLACE_MANY).await.map_err(db_err)?;
-    let rows = tx
-        .query(&statement, &[&ids, &kinds, &orgs, &lives, &versions, &docs, &parents, &term_owner, &term_names, &term_values])
-        .await
-        .map_err(db_err)?;
+    let params: [&(dyn ToSql + Sync); 10] =
+        [&c.ids, &c.kinds, &c.orgs, &c.lives, &versions, &c.docs, &c.parents, &c.term_owners, &c.term_names, &c.term_values];
+    let rows = tx.query(&statement, &params).await.map_err(db_err)?;
     if rows.len() == replaces.len() {
         return Ok(());
     }
@@ -281,19 +312,6 @@ async fn replace_many(tx: &Object, replaces: &[(&ObjectRecord, i64)]) -> Result<
         Some((record, _)) => Err(replace_refused(tx, record).await),
         None => Err(Error::internal("a bulk replace changed fewer rows than it named, yet named every one")),
     }
-}
-
-/// The records' distinct terms as three columns: owner id, name, value.
-fn term_rows<'a>(records: impl Iterator<Item = &'a ObjectRecord>) -> (Vec<&'a str>, Vec<&'a str>, Vec<&'a str>) {
-    let (mut owners, mut names, mut values) = (Vec::new(), Vec::new(), Vec::new());
-    for record in records {
-        for (name, value) in distinct_terms(record) {
-            owners.push(record.id.as_str());
-            names.push(name);
-            values.push(value);
-        }
-    }
-    (owners, names, values)
 }
 
 /// Applies one write: a statement of its own, or (a replace, a cap) a few dependent ones.
