@@ -26,7 +26,7 @@ use payrail::bank::formats::nacha::{
 };
 use payrail::bank::formats::read;
 use payrail::domain::bank_answer::{
-    AccountRef, AchCorrection, AchReturn, Answer, AnswerFile, AnswerFormat, EntryDirection, PaymentStatus, StatementBalance,
+    AccountRef, AchCorrection, AchReturn, Answer, AnswerFile, AnswerFormat, EntryDirection, Party, PaymentStatus, StatementBalance,
     StatementEntry, StatusOutcome,
 };
 use payrail::domain::bank_id::AbaRoutingNumber;
@@ -80,6 +80,7 @@ fn entry(amount: i64, direction: EntryDirection) -> StatementEntry {
         rail: None,
         reversal: false,
         return_code: None,
+        counterparty: None,
     }
 }
 
@@ -94,7 +95,8 @@ fn report_header(id: &str, account: AccountRef, currency: Currency) -> ReportHea
 /// The entries a sandbox statement carries: an ACH credit with its trace number, a wire debit
 /// with the order's end-to-end id marked as a reversal (`RvslInd`, a returned wire) with its
 /// ISO return reason, an ACH reversal with its NACHA code, an RTP credit with a description
-/// that needs escaping.
+/// that needs escaping. The ACH credit names its payer (`RltdPties/Dbtr`), the RTP credit only
+/// the payer's account.
 fn sandbox_entries() -> Vec<StatementEntry> {
     vec![
         StatementEntry {
@@ -104,6 +106,10 @@ fn sandbox_entries() -> Vec<StatementEntry> {
             rail: Some("ach".into()),
             reversal: false,
             return_code: None,
+            counterparty: Some(Party {
+                name: Some("Acme & Sons".into()),
+                account: AccountRef { iban: None, account_number: Some("000123456789".into()) },
+            }),
             ..entry(12_500, EntryDirection::Credit)
         },
         StatementEntry {
@@ -121,7 +127,12 @@ fn sandbox_entries() -> Vec<StatementEntry> {
             return_code: Some("R01".into()),
             ..entry(4_200, EntryDirection::Debit)
         },
-        StatementEntry { description: "Payment <Globex> & \"co\"".into(), rail: Some("rtp".into()), ..entry(1, EntryDirection::Credit) },
+        StatementEntry {
+            description: "Payment <Globex> & \"co\"".into(),
+            rail: Some("rtp".into()),
+            counterparty: Some(Party { name: None, account: AccountRef { iban: None, account_number: Some("987654321".into()) } }),
+            ..entry(1, EntryDirection::Credit)
+        },
     ]
 }
 
@@ -153,6 +164,10 @@ fn b7_camt054_writer_output_passes_the_official_xsd_and_reads_back() {
         rail: Some("sepa".into()),
         reversal: false,
         return_code: None,
+        counterparty: Some(Party {
+            name: Some("Globex GmbH".into()),
+            account: AccountRef { iban: Some("DE44500105175407324931".into()), account_number: None },
+        }),
         ..entry(4_250, EntryDirection::Credit)
     };
     let mut writer = CamtWriter::notification(Vec::new(), &report_header("N1", iban, eur)).unwrap();

@@ -399,6 +399,7 @@ fn unnamed(
         rail: Some("ach".into()),
         reversal: false,
         return_code: None,
+        counterparty: None,
     }
 }
 
@@ -500,6 +501,70 @@ on_both_stores! {
         assert_eq!(returned["status"], "returned", "{returned}");
         assert_eq!(returned["current_return"]["code"], Value::Null);
         assert_eq!(returned["current_return"]["reason"], "AC04: Closed Account Number");
+    }
+
+    /// B5 (issue 21 item 3): an expected payment that names a counterparty takes only money the
+    /// statement says came from one of that counterparty's accounts (`RltdPties/DbtrAcct`), and
+    /// wins over an older expectation that names nobody; a payer the statement does not name
+    /// is not refused on it. The transaction's `details` name the payer as the bank did.
+    #[tokio::test]
+    async fn b5_an_expected_payment_naming_a_counterparty_takes_only_its_money() {
+        use payrail::domain::bank_answer::{AccountRef, EntryDirection::Credit, Party};
+        let server = quiet_server().await;
+        let live = live(&server, "acme").await;
+        let number = account_number(&server, &live).await;
+        let counterparty = |name: &str, account: &str| {
+            json!({"name": name, "accounts": [{"account_details": [{"account_number": account}],
+                "routing_details": [{"routing_number": "021000021", "routing_number_type": "aba"}]}]})
+        };
+        let created = |body: Value| {
+            let server = &server;
+            let live = &live;
+            async move {
+                let path = if body.get("accounts").is_some() { "/api/counterparties" } else { "/api/expected_payments" };
+                let (status, created) = json(server.post(path, &live.key, &body).send().await.unwrap()).await;
+                assert_eq!(status, 201, "{created}");
+                created["id"].as_str().unwrap().to_owned()
+            }
+        };
+        let globex = created(counterparty("Globex", "000777222")).await;
+        let acme = created(counterparty("Acme Payer", "000555111")).await;
+        let expect = |counterparty: Option<&str>| {
+            json!({"amount_lower_bound": 5_000, "amount_upper_bound": 5_000, "direction": "credit", "currency": "USD",
+                "internal_account_id": live.account, "counterparty_id": counterparty})
+        };
+        let anyone = created(expect(None)).await;
+        let from_globex = created(expect(Some(&globex))).await;
+        let from_acme = created(expect(Some(&acme))).await;
+        let day = time::OffsetDateTime::now_utc().date().to_string();
+        let paid_by = |payer: Option<&str>| {
+            let mut entry = unnamed(&number, 5_000, Credit, &day);
+            entry.counterparty = payer.map(|n| Party { name: Some("PAYER".into()), account: AccountRef { iban: None, account_number: Some(n.into()) } });
+            entry
+        };
+
+        let file = statement_of(&number, vec![paid_by(Some("000 555 111")), paid_by(Some("000999999"))]);
+        drop_file(&live, "statement-1.xml", &file);
+        let printed = read_inbound(&server, &live).await;
+        assert!(printed.contains("transactions=2"), "{printed}");
+        let status = |id: String| {
+            let server = &server;
+            let live = &live;
+            async move { get_json(server, live, &format!("/api/expected_payments/{id}")).await }
+        };
+        let acme_ep = status(from_acme).await;
+        assert_eq!(acme_ep["status"], "reconciled", "Acme's money, though an older expectation takes anyone's: {acme_ep}");
+        assert_eq!(status(anyone).await["status"], "reconciled", "the unknown payer's money goes to the expectation of anyone");
+        assert_eq!(status(from_globex.clone()).await["status"], "unreconciled", "nobody paid from a Globex account");
+        let paid = get_json(&server, &live, &format!("/api/transactions/{}", acme_ep["transaction_id"].as_str().unwrap())).await;
+        assert_eq!(paid["details"]["counterparty_account_number"], "000 555 111", "{paid}");
+        assert_eq!(paid["details"]["counterparty_name"], "PAYER");
+
+        // A later statement that names no payer: Globex's expectation is not refused on it.
+        drop_file(&live, "statement-2.xml", &statement_of(&number, vec![paid_by(None)]));
+        read_inbound(&server, &live).await;
+        assert_eq!(status(from_globex).await["status"], "reconciled");
+        assert!(transactions(&server, &live).await.iter().all(|t| t["reconciled"] == true));
     }
 }
 

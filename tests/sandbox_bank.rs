@@ -116,4 +116,26 @@ on_both_stores! {
         assert_eq!((txn["amount"].as_i64(), txn["direction"].as_str(), txn["reconciled"].as_bool()), (Some(10_000), Some("credit"), Some(true)));
         assert_eq!(txn["internal_account_id"], account.as_str());
     }
+
+    /// B7: an expected payment that names a counterparty is paid, in the sandbox bank's
+    /// statement, from that counterparty's account, so it reconciles as a live one would.
+    #[tokio::test]
+    async fn b7_an_expected_payment_from_a_counterparty_is_paid_from_its_account() {
+        let server = fast_bank().await;
+        let key = server.key().await;
+        let account = account(&server, &key).await;
+        let body = json!({"name": "Acme Payer", "accounts": [{"account_details": [{"account_number": "000555111"}],
+            "routing_details": [{"routing_number": "021000021", "routing_number_type": "aba"}]}]});
+        let (status, counterparty) = json(server.post("/api/counterparties", &key, &body).send().await.unwrap()).await;
+        assert_eq!(status, 201, "{counterparty}");
+        let body = json!({"amount_lower_bound": 2_500, "amount_upper_bound": 2_500, "direction": "credit", "internal_account_id": account,
+            "currency": "USD", "counterparty_id": counterparty["id"]});
+        let (status, expected) = json(server.post("/api/expected_payments", &key, &body).send().await.unwrap()).await;
+        assert_eq!(status, 201, "{expected}");
+        let id = expected["id"].as_str().unwrap();
+        let reconciled = wait_until(&server, &key, &format!("/api/expected_payments/{id}"), |e| e["status"] == "reconciled").await;
+        let txn = get(&server, &key, &format!("/api/transactions/{}", reconciled["transaction_id"].as_str().unwrap())).await;
+        assert_eq!((txn["details"]["counterparty_name"].as_str(), txn["details"]["counterparty_account_number"].as_str()),
+            (Some("Acme Payer"), Some("000555111")), "{txn}");
+    }
 }

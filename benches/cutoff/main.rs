@@ -395,6 +395,7 @@ mod answers {
                     rail: Some("ach".into()),
                     reversal: false,
                     return_code: None,
+                    counterparty: None,
                 })
                 .unwrap();
         }

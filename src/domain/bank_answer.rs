@@ -38,6 +38,9 @@ pub struct AnswerFile {
 }
 
 /// One thing a bank's file says.
+// Statement entries are the largest variant and also the bulk of the big files (a camt.053 of
+// 50,000 entries): boxing them would cost an allocation each and save nothing there.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {
     Return(AchReturn),
@@ -139,6 +142,24 @@ pub struct StatementEntry {
     /// `TxDtls/RtrInf/Rsn/Cd` (or `Prtry`): why the payment came back, an ISO code such as
     /// `AC04` or a NACHA one such as `R01`.
     pub return_code: Option<String>,
+    /// The other side of the entry as the bank names it (`TxDtls/RltdPties`): the debtor of a
+    /// credit, the creditor of a debit. Expected payments that name a counterparty check it.
+    pub counterparty: Option<Party>,
+}
+
+/// A party to a payment as a statement names it: its name and account, either when given.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Party {
+    pub name: Option<String>,
+    pub account: AccountRef,
+}
+
+impl Party {
+    /// `None` when the statement named neither a name nor an account.
+    pub fn named(self) -> Option<Party> {
+        let empty = self.name.is_none() && self.account.iban.is_none() && self.account.account_number.is_none();
+        (!empty).then_some(self)
+    }
 }
 
 /// One balance of a `camt.053` statement (`Bal`).

@@ -1,14 +1,20 @@
 //! Expected payments (issue 21, SPEC B5, B7): money an organization expects to move through one
 //! of its internal accounts, in Modern Treasury's `expected_payment` shape. When the bank books a
 //! transaction that fits one (same account, direction and currency, amount and date within the
-//! bounds, and the type when one was given), [`reconcile`] links them with a transaction line
-//! item and the expected payment becomes `reconciled`, all in the batch that books the
-//! transaction.
+//! bounds, the type when one was given, and the counterparty when both name one), [`reconcile`]
+//! links them with a transaction line item and the expected payment becomes `reconciled`, all in
+//! the batch that books the transaction.
+//!
+//! **Counterparty**: a transaction names its counterparty's account when the bank's statement
+//! did (`RltdPties`). An expected payment with a `counterparty_id` then matches only if that
+//! account (IBAN or account number) is one of the counterparty's external accounts; a
+//! transaction that names no account is not refused on it (the bank did not say), but a
+//! candidate whose counterparty is confirmed wins over one that is not.
 //!
 //! `DELETE` archives: the expected payment stays readable with status `archived`, as MT answers
 //! a delete with the expected payment. Only unreconciled ones can be changed or archived.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -22,7 +28,7 @@ use super::payment_order::ops::date;
 use super::time::Timestamp;
 use super::transaction::{self, Settles, Transaction};
 use super::validate::{self, Metadata, MetadataPatch, TEXT_LEN_MAX};
-use super::{Commit, Ctx, event, internal_account, kinds, require, retry_on_conflict};
+use super::{Commit, Ctx, event, external_account, internal_account, kinds, require, retry_on_conflict};
 use crate::error::{Error, Result};
 use crate::store::{Filter, ListQuery, ObjectRecord, StoredObject, Term, Write, WriteBatch};
 
@@ -277,9 +283,47 @@ pub fn matches(expected: &ExpectedPayment, transaction: &Transaction) -> bool {
         && expected.payment_type.is_none_or(|t| t.as_str() == transaction.transaction_type)
 }
 
-/// Of the expected payments `transaction` matches, the one created first (ties: the smaller id).
-pub fn best_match<'a>(candidates: &'a [ExpectedPayment], transaction: &Transaction) -> Option<&'a ExpectedPayment> {
-    candidates.iter().filter(|e| matches(e, transaction)).min_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)))
+/// The account numbers and IBANs of counterparties' external accounts (spaces removed, upper
+/// case), by counterparty id.
+pub type CounterpartyAccounts = HashMap<String, HashSet<String>>;
+
+/// How a transaction's counterparty fits an expected payment's; `None` from [`counterparty_fit`]
+/// when it does not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Fit {
+    /// The transaction names an account of the counterparty the expected payment names.
+    Confirmed,
+    /// One of them names no counterparty: nothing to check.
+    Unchecked,
+}
+
+/// Whether the accounts a transaction names its counterparty with (`named`, normalised as
+/// [`normalise_account`] does) fit `expected`'s counterparty.
+pub fn counterparty_fit(expected: &ExpectedPayment, named: &[String], accounts: &CounterpartyAccounts) -> Option<Fit> {
+    let Some(counterparty) = expected.counterparty_id.as_deref().filter(|_| !named.is_empty()) else { return Some(Fit::Unchecked) };
+    let known = accounts.get(counterparty)?;
+    named.iter().any(|n| known.contains(n)).then_some(Fit::Confirmed)
+}
+
+/// An account number or IBAN as compared: without spaces, upper case.
+pub fn normalise_account(number: &str) -> String {
+    number.chars().filter(|c| !c.is_whitespace()).flat_map(char::to_uppercase).collect()
+}
+
+/// Of the expected payments `transaction` matches, one whose counterparty it confirms first,
+/// then the one created first (ties: the smaller id).
+pub fn best_match<'a>(
+    candidates: &'a [ExpectedPayment],
+    transaction: &Transaction,
+    accounts: &CounterpartyAccounts,
+) -> Option<&'a ExpectedPayment> {
+    let named: Vec<String> = transaction::counterparty_accounts(transaction).iter().map(|n| normalise_account(n)).collect();
+    candidates
+        .iter()
+        .filter(|e| matches(e, transaction))
+        .filter_map(|e| counterparty_fit(e, &named, accounts).map(|fit| (fit, e)))
+        .min_by(|(fa, a), (fb, b)| (fa, a.created_at, &a.id).cmp(&(fb, b.created_at, &b.id)))
+        .map(|(_, e)| e)
 }
 
 fn to_json(expected: &ExpectedPayment) -> Result<String> {
@@ -324,6 +368,8 @@ type PoolKey = (String, Direction, Currency);
 #[derive(Debug, Default)]
 pub struct Reconciler {
     pools: HashMap<PoolKey, Vec<(ExpectedPayment, i64)>>,
+    /// The external accounts of the counterparties the pools' expected payments name.
+    accounts: CounterpartyAccounts,
 }
 
 impl Reconciler {
@@ -345,14 +391,30 @@ impl Reconciler {
         let key: PoolKey = (transaction.internal_account_id.clone(), transaction.direction, transaction.currency);
         if !self.pools.contains_key(&key) {
             let found = candidates(ctx, &key).await?;
+            self.load_accounts(ctx, found.iter().filter_map(|(e, _)| e.counterparty_id.as_deref())).await?;
             self.pools.insert(key.clone(), found);
         }
         let pool = self.pools.get_mut(&key).ok_or_else(|| Error::internal("a reconciliation pool just loaded"))?;
         let expected: Vec<ExpectedPayment> = pool.iter().map(|(e, _)| e.clone()).collect();
-        let Some(best_id) = best_match(&expected, transaction).map(|e| e.id.clone()) else { return Ok(None) };
+        let Some(best_id) = best_match(&expected, transaction, &self.accounts).map(|e| e.id.clone()) else { return Ok(None) };
         let at = pool.iter().position(|(e, _)| e.id == best_id).ok_or_else(|| Error::internal("a match outside its pool"))?;
         let (best, version) = pool.swap_remove(at);
         stage_reconciled(ctx, batch, transaction, best, version).map(Some)
+    }
+
+    /// Reads the external accounts of each counterparty not read yet.
+    async fn load_accounts(&mut self, ctx: &Ctx<'_>, counterparties: impl Iterator<Item = &str>) -> Result<()> {
+        let wanted: HashSet<String> = counterparties.filter(|id| !self.accounts.contains_key(*id)).map(str::to_owned).collect();
+        for id in wanted {
+            let numbers = external_account::of_counterparty(ctx.store, ctx.scope, &id)
+                .await?
+                .iter()
+                .flat_map(|account| account.account_details.iter().filter_map(|d| d.account_number.as_deref()))
+                .map(normalise_account)
+                .collect();
+            self.accounts.insert(id, numbers);
+        }
+        Ok(())
     }
 }
 
@@ -640,10 +702,47 @@ mod tests {
     fn b5_the_earliest_created_match_wins() {
         let t = booked(150, "2026-01-05");
         let candidates = vec![expected("late", 30, 100, 200), expected("miss", 0, 1, 10), expected("early", 10, 150, 150)];
-        assert_eq!(best_match(&candidates, &t).map(|e| e.id.as_str()), Some("early"));
+        let none = CounterpartyAccounts::new();
+        assert_eq!(best_match(&candidates, &t, &none).map(|e| e.id.as_str()), Some("early"));
         let tied = vec![expected("b", 5, 1, 500), expected("a", 5, 1, 500)];
-        assert_eq!(best_match(&tied, &t).map(|e| e.id.as_str()), Some("a"));
-        assert!(best_match(&[expected("x", 0, 1, 10)], &t).is_none());
+        assert_eq!(best_match(&tied, &t, &none).map(|e| e.id.as_str()), Some("a"));
+        assert!(best_match(&[expected("x", 0, 1, 10)], &t, &none).is_none());
+    }
+
+    fn from_counterparty(e: &str, counterparty: Option<&str>, created: i64) -> ExpectedPayment {
+        ExpectedPayment { counterparty_id: counterparty.map(str::to_owned), ..expected(e, created, 1, 500) }
+    }
+
+    fn paid_from(account: &str) -> Transaction {
+        let mut t = booked(150, "2026-01-05");
+        t.details = serde_json::json!({ transaction::COUNTERPARTY_ACCOUNT_NUMBER: account });
+        t
+    }
+
+    #[test]
+    fn b5_a_named_counterparty_must_own_the_account_the_bank_names() {
+        let accounts: CounterpartyAccounts =
+            [("acme".to_owned(), HashSet::from(["DE89370400440532013000".to_owned(), "123456789".to_owned()]))].into();
+        let acme = [from_counterparty("acme-ep", Some("acme"), 0)];
+        let id = |found: Option<&ExpectedPayment>| found.map(|e| e.id.clone());
+        assert_eq!(id(best_match(&acme, &paid_from("123456789"), &accounts)).as_deref(), Some("acme-ep"));
+        assert_eq!(id(best_match(&acme, &paid_from("de89 3704 0044 0532 0130 00"), &accounts)).as_deref(), Some("acme-ep"));
+        assert!(best_match(&acme, &paid_from("555"), &accounts).is_none(), "another payer's money is not Acme's");
+        assert!(best_match(&acme, &paid_from("123456789"), &CounterpartyAccounts::new()).is_none(), "a counterparty without accounts");
+        assert_eq!(
+            id(best_match(&acme, &booked(150, "2026-01-05"), &accounts)).as_deref(),
+            Some("acme-ep"),
+            "a statement that names no payer is not refused on it"
+        );
+    }
+
+    #[test]
+    fn b5_a_confirmed_counterparty_wins_over_an_older_unchecked_match() {
+        let accounts: CounterpartyAccounts = [("acme".to_owned(), HashSet::from(["123456789".to_owned()]))].into();
+        let both = [from_counterparty("anyone", None, 0), from_counterparty("acme-ep", Some("acme"), 10)];
+        assert_eq!(best_match(&both, &paid_from("123456789"), &accounts).map(|e| e.id.as_str()), Some("acme-ep"));
+        assert_eq!(best_match(&both, &paid_from("555"), &accounts).map(|e| e.id.as_str()), Some("anyone"));
+        assert_eq!(best_match(&both, &booked(150, "2026-01-05"), &accounts).map(|e| e.id.as_str()), Some("anyone"));
     }
 
     #[test]

@@ -205,6 +205,16 @@ pub fn parse(stored: &StoredObject) -> Result<ExternalAccount> {
     serde_json::from_str(&stored.doc).map_err(|e| Error::internal(format!("stored external account {}: {e}", stored.id)))
 }
 
+/// External accounts of one counterparty that [`of_counterparty`] reads at most.
+pub const OF_COUNTERPARTY_MAX: usize = 100;
+
+/// The external accounts of counterparty `id`, oldest first (at most [`OF_COUNTERPARTY_MAX`]).
+pub async fn of_counterparty(store: &dyn crate::store::Store, scope: &super::api_key::Scope, id: &str) -> Result<Vec<ExternalAccount>> {
+    let filters = vec![Filter::Eq { name: "counterparty_id".into(), value: id.into() }];
+    let query = crate::store::ListQuery { kind: KIND, scope: scope.clone(), filters, after_seq: None, limit: OF_COUNTERPARTY_MAX };
+    store.list(&query).await?.items.iter().map(parse).collect()
+}
+
 /// The account as embedded in its counterparty: the same object without `counterparty_id`.
 /// The schema of `Counterparty.accounts`: external accounts as [`embedded`] renders them, that
 /// is without `counterparty_id`.

@@ -56,6 +56,17 @@ pub const TRANSACTION_TYPES: &[&str] = &[
     "other",
 ];
 
+/// Keys of a transaction's `details` naming its counterparty as the bank's statement did
+/// (`RltdPties`), when it did.
+pub const COUNTERPARTY_NAME: &str = "counterparty_name";
+pub const COUNTERPARTY_ACCOUNT_NUMBER: &str = "counterparty_account_number";
+pub const COUNTERPARTY_IBAN: &str = "counterparty_iban";
+
+/// The account numbers and IBANs the bank named `transaction`'s counterparty with.
+pub fn counterparty_accounts(transaction: &Transaction) -> Vec<&str> {
+    [COUNTERPARTY_IBAN, COUNTERPARTY_ACCOUNT_NUMBER].into_iter().filter_map(|key| transaction.details.get(key)?.as_str()).collect()
+}
+
 /// MT's `transaction`, as stored and served.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Transaction {

@@ -15,7 +15,7 @@ use crate::bank::formats::iso20022::camt::{CamtWriter, ReportHeader};
 use crate::bank::formats::iso20022::pain002::{Pain002Version, Pain002Writer, StatusReportHeader, TransactionStatus};
 use crate::bank::formats::nacha::answers::{AnswerKind, AnswerWriter, EntryAnswer};
 use crate::bank::formats::nacha::{FileHeader, FileIdModifier};
-use crate::domain::bank_answer::{AccountRef, EntryDirection, StatementEntry};
+use crate::domain::bank_answer::{AccountRef, EntryDirection, Party, StatementEntry};
 use crate::domain::money::Currency;
 
 /// An answer file: its name in the inbound folder and its bytes.
@@ -133,6 +133,7 @@ fn booked(payment: &Payment, account: &AccountRef, day: &str, reversal: bool) ->
         rail: Some(if payment.ach.is_some() { "ach" } else { "wire" }.into()),
         reversal,
         return_code: None,
+        counterparty: None,
     }
 }
 
@@ -164,10 +165,12 @@ fn nacha_returns(all: &[Payment], returned: &[(&Payment, Option<String>)], arriv
 }
 
 /// The `camt.054` booking the payment an expected payment waits for (see
-/// `bank_side::book_expected`): named after the expected payment, so it is booked once.
+/// `bank_side::book_expected`): named after the expected payment, so it is booked once. `payer`
+/// is the other side (the debtor of a credit, the creditor of a debit) as the statement names it.
 pub fn expected_booking(
     expected: &crate::domain::expected_payment::ExpectedPayment,
     account_number: String,
+    payer: Option<Party>,
     today: &str,
 ) -> Result<AnswerFile, String> {
     let account = AccountRef { iban: None, account_number: Some(account_number) };
@@ -194,6 +197,7 @@ pub fn expected_booking(
         rail: expected.payment_type.map(|t| t.as_str().to_owned()),
         reversal: false,
         return_code: None,
+        counterparty: payer,
     };
     let id = format!("SBX-EP-{}", short_id(&expected.id));
     let created = OffsetDateTime::from_unix_timestamp(expected.created_at.as_micros() / 1_000_000).map_err(|e| e.to_string())?;

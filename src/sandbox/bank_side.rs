@@ -19,6 +19,7 @@ use crate::app::AppState;
 use crate::bank::connection::sandbox_folders;
 use crate::base::api_key::Scope;
 use crate::base::private_fs;
+use crate::domain::bank_answer::{AccountRef, Party};
 use crate::domain::connection::Registered;
 use crate::store::{Filter, ListQuery};
 
@@ -117,11 +118,35 @@ async fn book_expected(state: &AppState, registered: &Registered, folders: &Fold
         }
         let Some(number) = numbers[&expected.internal_account_id].clone() else { continue };
         let today = state.clock.now().to_string()[..10].to_owned();
-        let (name, content) = answers::expected_booking(&expected, number, &today).map_err(anyhow::Error::msg)?;
+        let payer = match &expected.counterparty_id {
+            Some(id) => party_of(state, scope, id).await?,
+            None => None,
+        };
+        let (name, content) = answers::expected_booking(&expected, number, payer, &today).map_err(anyhow::Error::msg)?;
         write_whole(&folders.inbound.join(name), &content)?;
         write_whole(&marker, b"{}")?;
     }
     Ok(())
+}
+
+/// Counterparty `id` as a statement names it: its name and its oldest external account's number
+/// (an IBAN as an IBAN); `None` when it has neither.
+async fn party_of(state: &AppState, scope: &Scope, id: &str) -> anyhow::Result<Option<Party>> {
+    use crate::domain::{counterparty, external_account};
+    let name = match state.store.get(counterparty::KIND, scope, id).await? {
+        Some(stored) => serde_json::from_str::<counterparty::Counterparty>(&stored.doc)?.name,
+        None => None,
+    };
+    let accounts = external_account::of_counterparty(state.store.as_ref(), scope, id).await?;
+    let detail = accounts.iter().flat_map(|a| a.account_details.iter()).find(|d| d.account_number.is_some());
+    let mut account = AccountRef::default();
+    if let Some(detail) = detail {
+        match detail.account_number_type.as_str() {
+            "iban" => account.iban = detail.account_number.clone(),
+            _ => account.account_number = detail.account_number.clone(),
+        }
+    }
+    Ok(Party { name, account }.named())
 }
 
 /// The account number of internal account `id`, if it is on the sandbox connection.

@@ -300,6 +300,18 @@ fn new_transaction(entry: &StatementEntry, internal_account_id: String) -> NewTr
     if entry.reversal {
         details.insert("reversal".into(), true.into());
     }
+    if let Some(party) = &entry.counterparty {
+        let named = [
+            (transaction::COUNTERPARTY_NAME, &party.name),
+            (transaction::COUNTERPARTY_IBAN, &party.account.iban),
+            (transaction::COUNTERPARTY_ACCOUNT_NUMBER, &party.account.account_number),
+        ];
+        for (key, value) in named {
+            if let Some(value) = value {
+                details.insert(key.into(), value.clone().into());
+            }
+        }
+    }
     NewTransaction {
         internal_account_id,
         amount: entry.amount,

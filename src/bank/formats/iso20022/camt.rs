@@ -22,6 +22,9 @@
 //! `NOTPROVIDED` (the ISO placeholder) reads as none. `ClrSysRef` is the ACH trace number for
 //! ACH entries. The rail comes from `BkTxCd`: a proprietary code that is a rail name (`ach`,
 //! `wire`, `rtp`, `sepa`, `book`, any case), else the ISO sub-family ([`rail_of_subfamily`]).
+//! The entry's counterparty is the debtor of a credit and the creditor of a debit
+//! (`TxDtls/RltdPties`: `Dbtr/Pty/Nm`, or `Dbtr/Nm` as older versions write it, and
+//! `DbtrAcct/Id/IBAN` or `DbtrAcct/Id/Othr/Id`; `Cdtr` likewise).
 
 use std::io::Write;
 
@@ -31,7 +34,7 @@ use time::macros::format_description;
 use super::read::{Visitor, iso_date, minor_units, walk};
 use super::xml::XmlWriter;
 use crate::bank::formats::answer_error::AnswerError;
-use crate::domain::bank_answer::{AccountRef, Answer, AnswerFile, AnswerFormat, EntryDirection, StatementBalance, StatementEntry};
+use crate::domain::bank_answer::{AccountRef, Answer, AnswerFile, AnswerFormat, EntryDirection, Party, StatementBalance, StatementEntry};
 use crate::domain::money::Currency;
 use crate::error::{Error, Result};
 
@@ -180,6 +183,31 @@ struct Details {
     description: Option<String>,
     remittance: Option<String>,
     return_code: Option<String>,
+    debtor: Party,
+    creditor: Party,
+}
+
+impl Details {
+    /// The party on the other side of an entry moving money in `direction`.
+    fn counterparty(&self, direction: EntryDirection) -> Option<Party> {
+        let party = if direction == EntryDirection::Credit { &self.debtor } else { &self.creditor };
+        party.clone().named()
+    }
+
+    fn party_field(&mut self, rel: &str, text: &str) {
+        let (party, rel) = match (rel.strip_prefix("/RltdPties/Dbtr"), rel.strip_prefix("/RltdPties/Cdtr")) {
+            (Some(rel), _) => (&mut self.debtor, rel),
+            (_, Some(rel)) => (&mut self.creditor, rel),
+            _ => return,
+        };
+        let value = (!text.is_empty()).then(|| text.to_owned());
+        match rel {
+            "/Pty/Nm" | "/Nm" => party.name = value,
+            "Acct/Id/IBAN" => party.account.iban = value,
+            "Acct/Id/Othr/Id" => party.account.account_number = value,
+            _ => {}
+        }
+    }
 }
 
 type Step = std::result::Result<(), String>;
@@ -324,6 +352,7 @@ impl Reader {
             "/AddtlTxInf" => details.description = value(),
             "/RmtInf/Ustrd" if details.remittance.is_none() => details.remittance = value(),
             "/RtrInf/Rsn/Cd" | "/RtrInf/Rsn/Prtry" => details.return_code = value(),
+            _ if rel.starts_with("/RltdPties/") => details.party_field(rel, text),
             _ => {}
         }
         Ok(())
@@ -353,6 +382,7 @@ impl Reader {
             rail: entry.rail.map(str::to_owned),
             reversal: entry.reversal,
             return_code: None,
+            counterparty: None,
         };
         if split(&entry, amount, currency) {
             for details in &entry.details {
@@ -392,6 +422,7 @@ fn with_details(mut entry: StatementEntry, details: &Details, outer: &Entry) -> 
     entry.end_to_end_id = details.end_to_end_id.clone();
     entry.ach_trace_number = details.clearing_reference.clone();
     entry.return_code = details.return_code.clone();
+    entry.counterparty = details.counterparty(entry.direction);
     if entry.bank_reference.is_none() {
         entry.bank_reference = details.servicer_ref.clone();
     }
@@ -606,7 +637,7 @@ fn write_entry<W: Write>(xml: &mut XmlWriter<W>, entry: &StatementEntry, amount:
         date(xml, "ValDt", value_date)?;
     }
     write_bank_code(xml, entry)?;
-    if entry.end_to_end_id.is_some() || entry.ach_trace_number.is_some() || entry.return_code.is_some() {
+    if entry.end_to_end_id.is_some() || entry.ach_trace_number.is_some() || entry.return_code.is_some() || entry.counterparty.is_some() {
         xml.open("NtryDtls")?;
         xml.open("TxDtls")?;
         xml.open("Refs")?;
@@ -617,6 +648,9 @@ fn write_entry<W: Write>(xml: &mut XmlWriter<W>, entry: &StatementEntry, amount:
             xml.leaf("ClrSysRef", trace)?;
         }
         xml.close("Refs")?;
+        if let Some(party) = &entry.counterparty {
+            write_party(xml, party, entry.direction)?;
+        }
         if let Some(code) = &entry.return_code {
             // An ISO code is `Cd` (ExternalReturnReason1Code); a NACHA one is the bank's own.
             let nacha = code.len() == 3 && code.starts_with('R');
@@ -633,6 +667,39 @@ fn write_entry<W: Write>(xml: &mut XmlWriter<W>, entry: &StatementEntry, amount:
         xml.leaf("AddtlNtryInf", &entry.description)?;
     }
     xml.close("Ntry")
+}
+
+/// ISO 20022's `Max140Text`: the longest party name a statement carries.
+const NAME_MAX: usize = 140;
+
+/// `RltdPties`: the counterparty as the debtor of a credit, the creditor of a debit.
+fn write_party<W: Write>(xml: &mut XmlWriter<W>, party: &Party, direction: EntryDirection) -> Io {
+    let role = if direction == EntryDirection::Credit { "Dbtr" } else { "Cdtr" };
+    xml.open("RltdPties")?;
+    if let Some(name) = &party.name {
+        xml.open(role)?;
+        xml.open("Pty")?;
+        xml.leaf("Nm", &name.chars().take(NAME_MAX).collect::<String>())?;
+        xml.close("Pty")?;
+        xml.close(role)?;
+    }
+    let account = &party.account;
+    if account.iban.is_some() || account.account_number.is_some() {
+        xml.open(&format!("{role}Acct"))?;
+        xml.open("Id")?;
+        match (&account.iban, &account.account_number) {
+            (Some(iban), _) => xml.leaf("IBAN", iban)?,
+            (None, Some(number)) => {
+                xml.open("Othr")?;
+                xml.leaf("Id", number)?;
+                xml.close("Othr")?;
+            }
+            (None, None) => {}
+        }
+        xml.close("Id")?;
+        xml.close(&format!("{role}Acct"))?;
+    }
+    xml.close("RltdPties")
 }
 
 /// `BkTxCd`: the ISO domain, family and sub-family for the rail, and the rail's name as a
@@ -695,6 +762,7 @@ pub(crate) mod tests {
             rail: None,
             reversal: false,
             return_code: None,
+            counterparty: None,
         }
     }
 
@@ -745,6 +813,40 @@ pub(crate) mod tests {
             }),
         ];
         assert_eq!(file.answers, expected);
+    }
+
+    #[test]
+    fn b5_camt_names_the_debtor_of_a_credit_and_the_creditor_of_a_debit() {
+        let parties = |debtor: &str, creditor: &str| format!("</Refs><RltdPties>{debtor}{creditor}</RltdPties>");
+        let credit = parties(
+            "<Dbtr><Nm>ACME CORP</Nm></Dbtr><DbtrAcct><Id><Othr><Id>000555</Id></Othr></Id></DbtrAcct>",
+            "<Cdtr><Pty><Nm>US</Nm></Pty></Cdtr><CdtrAcct><Id><Othr><Id>123456789012</Id></Othr></Id></CdtrAcct>",
+        );
+        let debit = parties(
+            "<Dbtr><Pty><Nm>US</Nm></Pty></Dbtr>",
+            "<Cdtr><Pty><Nm>Globex</Nm></Pty></Cdtr><CdtrAcct><Id><IBAN>DE89370400440532013000</IBAN></Id></CdtrAcct>",
+        );
+        let sample = SAMPLE_053
+            .replacen("<ClrSysRef>021000020000001</ClrSysRef></Refs>", &format!("<ClrSysRef>021000020000001</ClrSysRef>{credit}"), 1)
+            .replacen(
+                "<EndToEndId>01920dfa78547011a1ff441cc96a09e9</EndToEndId></Refs>",
+                &format!("<EndToEndId>01920dfa78547011a1ff441cc96a09e9</EndToEndId>{debit}"),
+                1,
+            );
+        let file = read(sample.as_bytes(), AnswerFormat::Camt053).unwrap();
+        let parties: Vec<_> =
+            file.answers.iter().filter_map(|a| if let Answer::Entry(e) = a { Some(e.counterparty.clone()) } else { None }).collect();
+        let number = |n: &str| AccountRef { iban: None, account_number: Some(n.into()) };
+        let iban = AccountRef { iban: Some("DE89370400440532013000".into()), account_number: None };
+        assert_eq!(
+            parties,
+            vec![
+                Some(Party { name: Some("ACME CORP".into()), account: number("000555") }),
+                Some(Party { name: Some("Globex".into()), account: iban }),
+                None,
+                None,
+            ]
+        );
     }
 
     #[test]
