@@ -4,7 +4,15 @@
 //! write connection, drains every batch that is waiting, runs each inside its own savepoint (so
 //! one batch's failure never touches another's) and commits them all with one fsync. Each batch
 //! still commits atomically, and no reply leaves before the commit that holds it is on disk.
+//!
+//! **Bulk batches wait their turn.** A worker's bulk batch (a cut-off's chunk of 500 orders, a
+//! bank file's effects: more than [`BULK_WRITES`] writes) holds the writer for tens of
+//! milliseconds or more. It is never grouped with small batches, and the small batches waiting
+//! beside it commit first, so an API write waits for at most the one bulk batch already being
+//! written, not for every one queued ahead of it. Bulk and small groups alternate while both
+//! wait, so a steady stream of API writes cannot starve a cut-off either.
 
+use std::collections::VecDeque;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
 use std::time::Duration;
 
@@ -20,6 +28,9 @@ use crate::store::{ObjectRecord, Write, WriteBatch, abandoned, backend_error, le
 
 /// Batches folded into one commit at most: bounds the latency one commit adds to its first batch.
 const GROUP_BATCHES_MAX: usize = 256;
+/// A batch of more writes than this is a bulk batch, committed alone and after the small ones
+/// waiting with it (API requests write a few to a few dozen).
+pub const BULK_WRITES: usize = 64;
 /// The checkpointer's pause between checkpoints while commits keep coming. Small checkpoints
 /// often, not large ones seldom: each ends with an fsync of the database file that the next
 /// commit's WAL fsync queues behind, so its size is what the tail latency of writes pays.
@@ -42,22 +53,58 @@ pub type JobSender = SyncSender<Job>;
 
 /// Runs until every sender is gone; wakes the checkpointer after each commit.
 pub fn run(mut conn: Connection, jobs: Receiver<Job>, checkpoint: SyncSender<()>) {
+    let mut waiting = Waiting::default();
     loop {
-        let first = match jobs.recv_timeout(Duration::from_secs(3600)) {
-            Ok(job) => job,
-            Err(RecvTimeoutError::Timeout) => continue,
-            Err(RecvTimeoutError::Disconnected) => return,
-        };
-        let mut group = vec![first];
-        while group.len() < GROUP_BATCHES_MAX {
+        if waiting.is_empty() {
+            match jobs.recv_timeout(Duration::from_secs(3600)) {
+                Ok(job) => waiting.add(job),
+                Err(RecvTimeoutError::Timeout) => continue,
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+        }
+        while waiting.small.len() < GROUP_BATCHES_MAX {
             match jobs.try_recv() {
-                Ok(job) => group.push(job),
+                Ok(job) => waiting.add(job),
                 Err(_) => break,
             }
         }
-        commit_group(&mut conn, group);
+        commit_group(&mut conn, waiting.next_group());
         // Full means a wake-up is already pending.
         let _ = checkpoint.try_send(());
+    }
+}
+
+/// The batches taken from the queue and not yet committed: small ones (grouped) and bulk ones
+/// (each alone), see the module's documentation.
+#[derive(Default)]
+struct Waiting {
+    small: Vec<Job>,
+    bulk: VecDeque<Job>,
+    /// The last group was small while a bulk batch waited: the next one is the bulk batch's.
+    bulk_owed: bool,
+}
+
+impl Waiting {
+    fn is_empty(&self) -> bool {
+        self.small.is_empty() && self.bulk.is_empty()
+    }
+
+    fn add(&mut self, job: Job) {
+        match job.batch.writes.len() > BULK_WRITES {
+            true => self.bulk.push_back(job),
+            false => self.small.push(job),
+        }
+    }
+
+    /// The small batches, unless a bulk batch waits and it is its turn: that one alone.
+    fn next_group(&mut self) -> Vec<Job> {
+        let bulk_turn = self.small.is_empty() || self.bulk_owed;
+        if bulk_turn && let Some(job) = self.bulk.pop_front() {
+            self.bulk_owed = false;
+            return vec![job];
+        }
+        self.bulk_owed = !self.bulk.is_empty();
+        std::mem::take(&mut self.small)
     }
 }
 
@@ -403,6 +450,35 @@ mod tests {
         assert_eq!(ids, ["cp_1", "cp_3"], "the failed batch's own insert was rolled back with it, and only it");
         let terms: i64 = conn.query_row("SELECT count(*) FROM object_terms", [], |row| row.get(0)).unwrap();
         assert_eq!(terms, 2);
+    }
+
+    fn bulk(first: usize) -> Vec<Write> {
+        (first..first + BULK_WRITES + 1).map(|i| insert(&format!("bulk_{i}"))).collect()
+    }
+
+    /// Small batches queued beside bulk ones commit first; bulk and small groups then take
+    /// turns, so neither waits for the other's whole queue.
+    #[test]
+    fn s3_small_batches_do_not_wait_for_the_bulk_ones_queued_with_them() {
+        let mut waiting = Waiting::default();
+        let mut outcomes = Vec::new();
+        let mut add = |waiting: &mut Waiting, writes| {
+            let (queued, done) = job(writes);
+            waiting.add(queued);
+            outcomes.push(done);
+        };
+        for writes in [bulk(0), vec![insert("a")], bulk(100), vec![insert("b")]] {
+            add(&mut waiting, writes);
+        }
+        let sizes = |group: Vec<Job>| group.iter().map(|j| j.batch.writes.len()).collect::<Vec<_>>();
+        assert_eq!(sizes(waiting.next_group()), [1, 1], "the small ones first, in one group");
+        assert_eq!(sizes(waiting.next_group()), [BULK_WRITES + 1]);
+        add(&mut waiting, vec![insert("c")]);
+        assert_eq!(sizes(waiting.next_group()), [1], "a small one that came meanwhile");
+        add(&mut waiting, vec![insert("d")]);
+        assert_eq!(sizes(waiting.next_group()), [BULK_WRITES + 1], "the bulk one's turn, though a small one waits");
+        assert_eq!(sizes(waiting.next_group()), [1]);
+        assert!(waiting.is_empty(), "nothing lost");
     }
 
     /// The checkpointer follows the writer's commits: what they wrote reaches the database file
