@@ -620,3 +620,32 @@ on_both_stores! {
         assert_eq!(amounts(&server, &key, &payable, "").await, (0, 0, 0));
     }
 }
+
+on_both_stores! {
+    /// Found probing edge amounts beside compat/fuzz-mt.sh: a settlement whose balance is past what one entry carries
+    /// (two posted entries of 2^53 - 1) was refused naming `amount`, a parameter the request
+    /// does not have; the refusal names the settled account, and nothing is written.
+    #[tokio::test]
+    async fn g2_a_settlement_past_the_largest_entry_amount_names_the_settled_account() {
+        let server = TestServer::start().await;
+        let key = server.key().await;
+        let ledger = ledger(&server, &key).await;
+        let (wallet, cash) = (account(&server, &key, &ledger, "credit").await, account(&server, &key, &ledger, "debit").await);
+        let max = (1_i64 << 53) - 1;
+        for _ in 0..2 {
+            let (status, reply) = transfer(&server, &key, vec![entry(&wallet, "credit", max), entry(&cash, "debit", max)], "posted").await;
+            assert_eq!(status, 201, "{reply}");
+        }
+        let body = json!({"settled_ledger_account_id": wallet, "contra_ledger_account_id": cash});
+        let (status, reply) = json(server.post("/api/ledger_account_settlements", &key, &body).send().await.unwrap()).await;
+        assert_error(status, &reply, 422, "parameter_invalid");
+        assert_eq!(reply["errors"]["parameter"], "settled_ledger_account_id", "{reply}");
+        assert_eq!(amounts(&server, &key, &wallet, "").await, (2 * max, 2 * max, 2 * max), "nothing was settled");
+        let listed = get(&server, &key, "/api/ledger_account_settlements").await;
+        assert_eq!(listed, json!([]), "no settlement was written");
+        // Without a transaction to write, the same balance settles (as a record of it).
+        let body = json!({"settled_ledger_account_id": wallet, "contra_ledger_account_id": cash, "skip_settlement_ledger_transaction": true});
+        let (status, reply) = json(server.post("/api/ledger_account_settlements", &key, &body).send().await.unwrap()).await;
+        assert_eq!((status, reply["amount"].clone()), (201, json!(2 * max)), "{reply}");
+    }
+}

@@ -21,6 +21,7 @@ use super::super::api_key::Scope;
 use super::super::common::new_id;
 use super::super::enums::{Direction, LedgerStatus};
 use super::super::listing::{self, ListedPage, PageSpec};
+use super::super::money::AMOUNT_MAX;
 use super::super::time::Timestamp;
 use super::super::validate::{self, Metadata, MetadataPatch, TEXT_LEN_MAX};
 use super::super::{Commit, Ctx, event, retry_on_conflict};
@@ -272,6 +273,17 @@ fn stage(
             batch.push(Write::Require { kind: accounts::KIND, scope: ctx.scope.clone(), id: account.id.clone(), parameter: param.into() });
         }
         return Ok((settlement, Vec::new()));
+    }
+    // The settling entries carry the whole balance: past what one entry may carry (G2), the
+    // refusal names the account whose balance it is, not the entries' internal `amount`.
+    if balance.unsigned_abs() > AMOUNT_MAX.unsigned_abs() {
+        return Err(Error::invalid(
+            "settled_ledger_account_id",
+            format!(
+                "the entries to settle sum to {}, past the largest amount one ledger entry carries ({AMOUNT_MAX}); settle an earlier effective_at_upper_bound first",
+                balance.unsigned_abs()
+            ),
+        ));
     }
     let spec = Internal {
         status: request.status,
