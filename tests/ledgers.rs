@@ -649,3 +649,45 @@ on_both_stores! {
         assert_eq!((status, reply["amount"].clone()), (201, json!(2 * max)), "{reply}");
     }
 }
+
+on_both_stores! {
+    /// Found probing edge amounts beside compat/fuzz-mt.sh: each running sum of an account was
+    /// checked on its own, so posted and pending credits that each fit in an i64 but not
+    /// together were written, and from then on every read of the account (and any list of its
+    /// ledger) answered 422. The posting that would make a served balance unrepresentable is
+    /// the one refused; the account stays readable.
+    #[tokio::test]
+    async fn g3_a_posting_past_the_largest_pending_balance_is_refused_and_the_account_stays_readable() {
+        let server = TestServer::start().await;
+        let key = server.key().await;
+        let ledger = ledger(&server, &key).await;
+        let (wallet, cash) = (account(&server, &key, &ledger, "credit").await, account(&server, &key, &ledger, "debit").await);
+        let max = (1_i64 << 53) - 1;
+        let hundred = |status: &str| {
+            let mut entries: Vec<Value> = (0..100).map(|_| entry(&wallet, "credit", max)).collect();
+            entries.extend((0..100).map(|_| entry(&cash, "debit", max)));
+            json!({"ledger_entries": entries, "status": status})
+        };
+        let post = |body: Value| {
+            let server = &server;
+            let key = &key;
+            async move { json(server.post("/api/ledger_transactions", key, &body).send().await.unwrap()).await }
+        };
+        for _ in 0..6 {
+            let (status, reply) = post(hundred("posted")).await;
+            assert_eq!(status, 201, "{reply}");
+        }
+        // 600 posted and 400 pending credits of 2^53 - 1 fit in an i64; 500 pending do not.
+        for _ in 0..4 {
+            let (status, reply) = post(hundred("pending")).await;
+            assert_eq!(status, 201, "{reply}");
+        }
+        let (status, reply) = post(hundred("pending")).await;
+        assert_error(status, &reply, 422, "parameter_invalid");
+        assert_eq!(reply["errors"]["parameter"], "ledger_entries", "{reply}");
+        assert_eq!(amounts(&server, &key, &wallet, "").await, (1000 * max, 600 * max, 600 * max));
+        assert_eq!(amounts(&server, &key, &cash, "").await, (1000 * max, 600 * max, 600 * max));
+        let listed = get(&server, &key, &format!("/api/ledger_accounts?ledger_id={ledger}")).await;
+        assert_eq!(listed.as_array().map(Vec::len), Some(2), "{listed}");
+    }
+}

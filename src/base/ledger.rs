@@ -48,7 +48,9 @@ pub struct Balance {
 
 impl Totals {
     /// Adds an entry's effect (`pending`: it counts as pending, else posted); checked, since a
-    /// sum past `i64` is refused rather than wrapped.
+    /// sum past `i64` is refused rather than wrapped. The pending balance counts posted and
+    /// pending entries together, so their sums must fit too: otherwise the write would succeed
+    /// and every later read of the account (and of any list holding it) would fail.
     pub fn add(&mut self, debit: bool, amount: i64, pending: bool) -> Result<()> {
         let sum = match (debit, pending) {
             (true, true) => &mut self.pending_debits,
@@ -57,6 +59,8 @@ impl Totals {
             (false, false) => &mut self.posted_credits,
         };
         *sum = sum.checked_add(amount).ok_or_else(overflow)?;
+        self.posted_debits.checked_add(self.pending_debits).ok_or_else(overflow)?;
+        self.posted_credits.checked_add(self.pending_credits).ok_or_else(overflow)?;
         Ok(())
     }
 
