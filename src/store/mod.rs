@@ -321,10 +321,20 @@ pub struct ClaimToken {
     pub nonce: u64,
 }
 
+/// [`Store::bulk_chunk`] of a store with concurrent writers.
+pub const BULK_CHUNK_DEFAULT: usize = 500;
+
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     /// Applies the batch atomically and durably (on disk before this returns Ok).
     async fn commit(&self, batch: WriteBatch) -> Result<()>;
+
+    /// Items (orders) a worker's bulk job writes per commit when it may choose. On a store with
+    /// one writer every API write waits for the bulk commit in progress, so small chunks keep
+    /// API latency down; stores with concurrent writers prefer fewer, larger commits.
+    fn bulk_chunk(&self) -> usize {
+        BULK_CHUNK_DEFAULT
+    }
 
     async fn get(&self, kind: &'static str, scope: &Scope, id: &str) -> Result<Option<StoredObject>>;
 

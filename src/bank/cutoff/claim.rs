@@ -26,8 +26,6 @@ use crate::domain::payment_order::{self, PaymentOrder, carry};
 use crate::error::{Error, Result};
 use crate::store::{Filter, ListQuery, StoredObject, Write, WriteBatch};
 
-/// Orders read, and claimed in one commit, at most.
-pub const CHUNK_ORDERS: usize = 500;
 /// Orders one file carries at most; the rest go in the next file of the same cut-off.
 pub const FILE_ORDERS_MAX: u64 = 1_000_000;
 /// Internal accounts of one connection a cut-off reads at most.
@@ -151,7 +149,7 @@ fn orders_query(run: &Run<'_>, rail: Rail, account_ids: &[String], after_seq: Op
             Filter::AnyOf { name: "originating_account_id".into(), values: account_ids.to_vec() },
         ],
         after_seq,
-        limit: CHUNK_ORDERS,
+        limit: run.store.bulk_chunk(),
     }
 }
 

@@ -5,7 +5,7 @@
 //! one batch's failure never touches another's) and commits them all with one fsync. Each batch
 //! still commits atomically, and no reply leaves before the commit that holds it is on disk.
 //!
-//! **Bulk batches wait their turn.** A worker's bulk batch (a cut-off's chunk of 500 orders, a
+//! **Bulk batches wait their turn.** A worker's bulk batch (a cut-off's chunk of orders, a
 //! bank file's effects: more than [`BULK_WRITES`] writes) holds the writer for tens of
 //! milliseconds or more. It is never grouped with small batches, and the small batches waiting
 //! beside it commit first, so an API write waits for at most the one bulk batch already being
