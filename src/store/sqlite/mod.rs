@@ -338,12 +338,13 @@ fn list_sql(query: &ListQuery) -> (String, Vec<Value>) {
 }
 
 /// [`Store::bulk_chunk`] on SQLite.
-pub const SQLITE_BULK_CHUNK: usize = 100;
+pub const SQLITE_BULK_CHUNK: usize = 200;
 
 #[async_trait]
 impl Store for SqliteStore {
-    /// 100 orders a commit (a few milliseconds of the one writer), not 500: measured on the
-    /// 100,000-order cut-off, API writes p50 5.1 ms instead of 20.9 (BENCHMARKS.md).
+    /// 200 orders a commit (about 10 ms of the one writer), not 500: on the 100,000-order
+    /// cut-off, API writes p50 6.5 ms and p99 21 ms instead of 21 and 66 (100 a commit: p99 33
+    /// ms and a cut-off 3 s longer); BENCHMARKS.md.
     fn bulk_chunk(&self) -> usize {
         SQLITE_BULK_CHUNK
     }
