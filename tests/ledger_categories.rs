@@ -588,3 +588,45 @@ on_both_stores! {
         assert_error(status, &body, 404, "resource_not_found");
     }
 }
+
+on_both_stores! {
+    /// G1, L3: each account's sums fit in an i64 (postings past it are refused, G2), but a
+    /// category's total over several accounts may not: reading it is refused naming `id`, with
+    /// a message that says why, never served wrapped or as an error about entries; adding an
+    /// account that would take a category there is refused the same way and changes nothing.
+    #[tokio::test]
+    async fn g1_a_category_whose_accounts_add_up_past_i64_is_refused_by_name() {
+        let server = TestServer::start().await;
+        let key = server.key().await;
+        let ledger = ledger(&server, &key).await;
+        let (both, one) = (category(&server, &key, &ledger, "credit").await, category(&server, &key, &ledger, "credit").await);
+        let max = (1_i64 << 53) - 1;
+        let mut wallets = Vec::new();
+        for _ in 0..2 {
+            let wallet = account(&server, &key, &ledger, "credit").await;
+            let (status, body) = put_account(&server, &key, &both, &wallet).await;
+            assert!(status < 300, "{body}");
+            wallets.push(wallet);
+        }
+        let (status, body) = put_account(&server, &key, &one, &wallets[0]).await;
+        assert!(status < 300, "{body}");
+        for wallet in &wallets {
+            let cash = account(&server, &key, &ledger, "debit").await;
+            for _ in 0..6 {
+                let mut entries: Vec<Value> = (0..100).map(|_| entry(wallet, "credit", max)).collect();
+                entries.extend((0..100).map(|_| entry(&cash, "debit", max)));
+                transfer(&server, &key, entries, "posted", None).await;
+            }
+        }
+        let refused = |status: u16, body: &Value| {
+            assert_error(status, body, 422, "parameter_invalid");
+            assert_eq!(body["errors"]["parameter"], "id", "{body}");
+            assert!(body["errors"]["message"].as_str().unwrap().contains("category's accounts add up"), "{body}");
+        };
+        let (status, body) = call(&server, &key, Method::GET, &format!("/api/ledger_account_categories/{both}")).await;
+        refused(status, &body);
+        let (status, body) = put_account(&server, &key, &one, &wallets[1]).await;
+        refused(status, &body);
+        assert_eq!(category_amounts(&server, &key, &one, "").await, (600 * max, 600 * max, 600 * max), "still one account");
+    }
+}

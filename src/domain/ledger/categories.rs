@@ -411,16 +411,22 @@ async fn totals_of(ctx: &Ctx<'_>, accounts: &BTreeSet<String>, query: &BalanceQu
     if query.is_current() {
         for chunk in ids.chunks(IDS_PER_READ) {
             for (_, state) in ctx.store.ledger_accounts(chunk).await? {
-                sum = sum.plus(state.totals)?;
+                sum = sum.plus(state.totals).map_err(|_| too_large())?;
             }
         }
         return Ok(sum);
     }
     let window = query.window();
     for id in &ids {
-        sum = sum.plus(ctx.store.ledger_window(id, &window).await?)?;
+        sum = sum.plus(ctx.store.ledger_window(id, &window).await?).map_err(|_| too_large())?;
     }
     Ok(sum)
+}
+
+/// Each account's sums fit in `i64` (postings past it are refused), but a category's total of
+/// several may not; it is refused by name rather than served wrong.
+fn too_large() -> Error {
+    Error::invalid("id", "the balances of this category's accounts add up past the largest amount Payrail serves (2^63 - 1)")
 }
 
 /// The category as served after `change`, with its balances over `query`.
