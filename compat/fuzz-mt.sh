@@ -37,14 +37,7 @@ report_dir="$target_dir/fuzz-mt-report"
 rm -rf "$report_dir"
 mkdir -p "$report_dir"
 
-if [[ -n "${PAYRAIL_BASE_URL:-}" || -n "${PAYRAIL_API_KEY:-}" || -n "${PAYRAIL_CA_CERT:-}" ]]; then
-  [[ -n "${PAYRAIL_BASE_URL:-}" && -n "${PAYRAIL_API_KEY:-}" && -n "${PAYRAIL_CA_CERT:-}" ]] \
-    || die "set all of PAYRAIL_BASE_URL, PAYRAIL_API_KEY and PAYRAIL_CA_CERT, or none"
-  [[ -f "$PAYRAIL_CA_CERT" ]] || die "PAYRAIL_CA_CERT: no file at $PAYRAIL_CA_CERT"
-  log "testing the server at $PAYRAIL_BASE_URL"
-else
-  start_server fuzz-mt --webhook-poll-ms 3600000
-fi
+server_from_env_or_start fuzz-mt --webhook-poll-ms 3600000
 
 venv="$target_dir/fuzz-venv"
 ensure_venv "$venv" "$here/fuzz-requirements.txt"
@@ -91,19 +84,6 @@ if [[ -n "$work_dir" && -f "$work_dir/server.log" ]]; then
   fi
 fi
 
-"$venv/bin/python" - "$report_dir" "$st_status" <<'PY'
-import glob, json, sys
-reports = sorted(glob.glob(f"{sys.argv[1]}/json-*.json"))
-if not reports:
-    print(f"schemathesis: no report (exit {sys.argv[2]})")
-    sys.exit(0)
-report = json.load(open(reports[-1]))
-cases = report.get("test_cases", {})
-failures = cases.get("unique_failures", len(report.get("failures", [])))
-errors = len(report.get("errors", []))
-ops = report.get("operations", {})
-print(f"schemathesis: {ops.get('tested', '?')} operations, {cases.get('generated', '?')} requests generated, "
-      f"{failures} failures, {errors} errors, {report.get('running_time', 0):.0f} s")
-PY
+schemathesis_summary "$venv" "$report_dir" "$st_status"
 [[ $st_status -eq 0 ]] || die "server errors, hangs or panics found (exit $st_status); see above and $report_dir"
 log "no server errors, hangs or panics"

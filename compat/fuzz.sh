@@ -71,19 +71,6 @@ st_status=0
   || st_status=$?
 
 # The figures, from the JSON report.
-"$venv/bin/python" - "$report_dir" "$st_status" <<'EOF'
-import glob, json, sys
-reports = sorted(glob.glob(f"{sys.argv[1]}/json-*.json"))
-if not reports:
-    print(f"schemathesis: no report (exit {sys.argv[2]})")
-    sys.exit(0)
-report = json.load(open(reports[-1]))
-cases = report.get("test_cases", {})
-failures = cases.get("unique_failures", len(report.get("failures", [])))
-errors = len(report.get("errors", []))
-ops = report.get("operations", {})
-print(f"schemathesis: {ops.get('tested', '?')} operations, {cases.get('generated', '?')} requests generated, "
-      f"{failures} failures, {errors} errors, {report.get('running_time', 0):.0f} s")
-EOF
+schemathesis_summary "$venv" "$report_dir" "$st_status"
 [[ $st_status -eq 0 ]] || die "schemathesis found failures or errors (exit $st_status); see above and $report_dir"
 log "no failures"

@@ -97,3 +97,35 @@ ensure_venv() {
     echo "$want" >"$stamp"
   fi
 }
+
+# Uses the server PAYRAIL_BASE_URL, PAYRAIL_API_KEY and PAYRAIL_CA_CERT name (all three, or none),
+# or starts one: `server_from_env_or_start NAME [serve flags...]`.
+server_from_env_or_start() {
+  if [[ -n "${PAYRAIL_BASE_URL:-}" || -n "${PAYRAIL_API_KEY:-}" || -n "${PAYRAIL_CA_CERT:-}" ]]; then
+    [[ -n "${PAYRAIL_BASE_URL:-}" && -n "${PAYRAIL_API_KEY:-}" && -n "${PAYRAIL_CA_CERT:-}" ]] \
+      || die "set all of PAYRAIL_BASE_URL, PAYRAIL_API_KEY and PAYRAIL_CA_CERT, or none"
+    [[ -f "$PAYRAIL_CA_CERT" ]] || die "PAYRAIL_CA_CERT: no file at $PAYRAIL_CA_CERT"
+    log "testing the server at $PAYRAIL_BASE_URL"
+  else
+    start_server "$@"
+  fi
+}
+
+# Prints a schemathesis run's figures from its JSON report:
+# `schemathesis_summary VENV REPORT_DIR EXIT_STATUS`.
+schemathesis_summary() {
+  "$1/bin/python" - "$2" "$3" <<'PY'
+import glob, json, sys
+reports = sorted(glob.glob(f"{sys.argv[1]}/json-*.json"))
+if not reports:
+    print(f"schemathesis: no report (exit {sys.argv[2]})")
+    sys.exit(0)
+report = json.load(open(reports[-1]))
+cases = report.get("test_cases", {})
+failures = cases.get("unique_failures", len(report.get("failures", [])))
+errors = len(report.get("errors", []))
+ops = report.get("operations", {})
+print(f"schemathesis: {ops.get('tested', '?')} operations, {cases.get('generated', '?')} requests generated, "
+      f"{failures} failures, {errors} errors, {report.get('running_time', 0):.0f} s")
+PY
+}

@@ -25,14 +25,7 @@ done
 # shellcheck source=compat/lib.sh
 source "$here/lib.sh"
 
-if [[ -n "${PAYRAIL_BASE_URL:-}" || -n "${PAYRAIL_API_KEY:-}" || -n "${PAYRAIL_CA_CERT:-}" ]]; then
-  [[ -n "${PAYRAIL_BASE_URL:-}" && -n "${PAYRAIL_API_KEY:-}" && -n "${PAYRAIL_CA_CERT:-}" ]] \
-    || die "set all of PAYRAIL_BASE_URL, PAYRAIL_API_KEY and PAYRAIL_CA_CERT, or none"
-  [[ -f "$PAYRAIL_CA_CERT" ]] || die "PAYRAIL_CA_CERT: no file at $PAYRAIL_CA_CERT"
-  log "testing the server at $PAYRAIL_BASE_URL"
-else
-  start_server compat
-fi
+server_from_env_or_start compat
 
 # --- Python SDK -------------------------------------------------------------------------------
 venv="$target_dir/compat-venv"
