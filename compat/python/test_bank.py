@@ -1,5 +1,6 @@
 """The bank's resources through the official SDK (SPEC B5, B7; issue 21): an expected payment the
-sandbox bank books and reconciles, its transaction and line item; a payment order to account
+sandbox bank books and reconciles, its transaction and line item; one from a counterparty, paid
+from its account as the statement says; a payment order to account
 10003 returned with R03 and its return; the incoming-payment simulation; balance reports listed.
 Every reply is validated strictly against the SDK's models and checked complete."""
 
@@ -37,6 +38,29 @@ def test_the_sandbox_bank_books_and_reconciles_an_expected_payment(client, inter
     listed = strict_list(client.expected_payments, ExpectedPayment, status="reconciled", internal_account_id=internal_account.id)
     assert expected.id in [e.id for e in listed]
     assert transaction.id in [t.id for t in strict_list(client.transactions, Transaction, internal_account_id=internal_account.id)]
+
+
+def test_an_expected_payment_from_a_counterparty_is_paid_from_its_account(client, internal_account, counterparty):
+    expected = checked(
+        client.expected_payments.create(
+            amount_lower_bound=2468,
+            amount_upper_bound=2468,
+            direction="credit",
+            internal_account_id=internal_account.id,
+            currency="USD",
+            counterparty_id=counterparty.id,
+        )
+    )
+    assert expected.counterparty_id == counterparty.id
+    reconciled = wait_for(
+        lambda: client.expected_payments.retrieve(expected.id),
+        lambda e: e.status == "reconciled",
+        timeout=20,
+        what="the expected payment from a counterparty to be reconciled",
+    )
+    transaction = checked(client.transactions.retrieve(checked(reconciled).transaction_id))
+    assert transaction.details["counterparty_name"] == counterparty.name
+    assert transaction.details["counterparty_account_number"] == counterparty.accounts[0].account_details[0].account_number
 
 
 def test_an_order_to_account_10003_is_returned_with_r03(client, internal_account):

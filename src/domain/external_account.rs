@@ -208,11 +208,11 @@ pub fn parse(stored: &StoredObject) -> Result<ExternalAccount> {
 /// External accounts of one counterparty that [`of_counterparty`] reads at most.
 pub const OF_COUNTERPARTY_MAX: usize = 100;
 
-/// The external accounts of counterparty `id`, oldest first (at most [`OF_COUNTERPARTY_MAX`]).
+/// The external accounts of counterparty `id` (its newest [`OF_COUNTERPARTY_MAX`]), oldest first.
 pub async fn of_counterparty(store: &dyn crate::store::Store, scope: &super::api_key::Scope, id: &str) -> Result<Vec<ExternalAccount>> {
     let filters = vec![Filter::Eq { name: "counterparty_id".into(), value: id.into() }];
     let query = crate::store::ListQuery { kind: KIND, scope: scope.clone(), filters, after_seq: None, limit: OF_COUNTERPARTY_MAX };
-    store.list(&query).await?.items.iter().map(parse).collect()
+    store.list(&query).await?.items.iter().rev().map(parse).collect()
 }
 
 /// The account as embedded in its counterparty: the same object without `counterparty_id`.
