@@ -34,7 +34,8 @@ pub const BALANCE_TYPES: &[&str] = &[
 ];
 
 /// MT's `balance`, one line of a report.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = balance)]
 pub struct Balance {
     pub id: String,
     pub object: String,
@@ -44,24 +45,31 @@ pub struct Balance {
     /// Signed, in minor units of `currency` (negative: the account is overdrawn).
     pub amount: i64,
     pub amount_string: String,
+    #[schema(schema_with = super::schema::currency)]
     pub currency: Currency,
+    #[schema(schema_with = super::schema::balance_type)]
     pub balance_type: String,
     pub vendor_code: String,
     pub vendor_code_type: Option<String>,
+    #[schema(schema_with = super::schema::date_or_null)]
     pub as_of_date: Option<String>,
     pub as_of_time: Option<String>,
+    #[schema(schema_with = super::schema::date_or_null)]
     pub value_date: Option<String>,
 }
 
 /// MT's `balance_report`, as stored and served.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = balance_report)]
 pub struct BalanceReport {
     pub id: String,
     pub object: String,
     pub live_mode: bool,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+    #[schema(schema_with = super::schema::balance_report_type)]
     pub balance_report_type: String,
+    #[schema(schema_with = super::schema::date)]
     pub as_of_date: String,
     pub as_of_time: Option<String>,
     pub balances: Vec<Balance>,

@@ -45,7 +45,8 @@ const CANDIDATES_PAGE: usize = 100;
 pub const SANDBOX_WAITING_TERM: &str = "sandbox_waiting_since";
 
 /// MT's `expected_payment`, as stored and served.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = expected_payment)]
 pub struct ExpectedPayment {
     pub id: String,
     pub object: String,
@@ -55,60 +56,90 @@ pub struct ExpectedPayment {
     pub external_id: Option<String>,
     pub amount_upper_bound: i64,
     pub amount_lower_bound: i64,
+    #[schema(schema_with = super::schema::direction)]
     pub direction: Direction,
     pub internal_account_id: String,
     #[serde(rename = "type")]
+    #[schema(schema_with = super::schema::payment_type_or_null)]
     pub payment_type: Option<PaymentType>,
+    #[schema(schema_with = super::schema::currency)]
     pub currency: Currency,
+    #[schema(schema_with = super::schema::date_or_null)]
     pub date_upper_bound: Option<String>,
+    #[schema(schema_with = super::schema::date_or_null)]
     pub date_lower_bound: Option<String>,
     pub description: Option<String>,
     pub statement_descriptor: Option<String>,
+    #[schema(schema_with = super::schema::metadata)]
     pub metadata: Metadata,
     pub counterparty_id: Option<String>,
     pub remittance_information: Option<String>,
+    #[schema(schema_with = super::schema::object_or_null)]
     pub reconciliation_groups: Option<Value>,
+    #[schema(schema_with = super::schema::object_or_null)]
     pub reconciliation_filters: Option<Value>,
+    #[schema(schema_with = super::schema::array_or_null)]
     pub reconciliation_rule_variables: Option<Value>,
     pub amount_reconciled: Option<i64>,
+    #[schema(schema_with = super::schema::direction_or_null)]
     pub amount_reconciled_direction: Option<Direction>,
     pub amount_unreconciled: Option<i64>,
+    #[schema(schema_with = super::schema::direction_or_null)]
     pub amount_unreconciled_direction: Option<Direction>,
     pub transaction_id: Option<String>,
     pub transaction_line_item_id: Option<String>,
+    #[schema(schema_with = super::schema::expected_payment_status)]
     pub status: String,
+    #[schema(schema_with = super::schema::reconciliation_method_or_null)]
     pub reconciliation_method: Option<String>,
     pub ledger_transaction_id: Option<String>,
 }
 
 /// The create request, as sent (MT's `expected_payment_create_request`); also what a PATCH is
 /// merged into and checked as.
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, utoipa::ToSchema)]
+#[schema(as = expected_payment_create_request)]
 pub struct ExpectedPaymentInput {
     pub external_id: Option<String>,
+    #[schema(value_type = i64, required = true, minimum = 0, maximum = 9_007_199_254_740_991.0)]
     pub amount_upper_bound: Option<i64>,
+    #[schema(value_type = i64, required = true, minimum = 0, maximum = 9_007_199_254_740_991.0)]
     pub amount_lower_bound: Option<i64>,
+    #[schema(schema_with = super::schema::direction, required = true)]
     pub direction: Option<String>,
+    #[schema(value_type = String, required = true, format = "uuid")]
     pub internal_account_id: Option<String>,
     #[serde(rename = "type")]
+    #[schema(schema_with = super::schema::payment_type_or_null)]
     pub payment_type: Option<String>,
+    #[schema(schema_with = super::schema::currency_or_null)]
     pub currency: Option<String>,
+    #[schema(schema_with = super::schema::date_or_null)]
     pub date_upper_bound: Option<String>,
+    #[schema(schema_with = super::schema::date_or_null)]
     pub date_lower_bound: Option<String>,
     pub description: Option<String>,
     pub statement_descriptor: Option<String>,
+    #[schema(schema_with = super::schema::metadata_or_null)]
     pub metadata: Option<Metadata>,
+    #[schema(format = "uuid")]
     pub counterparty_id: Option<String>,
     pub remittance_information: Option<String>,
+    #[schema(schema_with = super::schema::object_or_null)]
     pub reconciliation_groups: Option<Value>,
+    #[schema(schema_with = super::schema::object_or_null)]
     pub reconciliation_filters: Option<Value>,
+    #[schema(schema_with = super::schema::array_or_null)]
     pub reconciliation_rule_variables: Option<Value>,
     /// Not supported (422).
     #[serde(skip_serializing)]
+    #[schema(ignore)]
     pub line_items: Option<Value>,
     #[serde(skip_serializing)]
+    #[schema(ignore)]
     pub ledger_transaction: Option<Value>,
     #[serde(skip_serializing)]
+    #[schema(ignore)]
     pub ledger_transaction_id: Option<String>,
 }
 

@@ -34,7 +34,8 @@ pub const STATUSES: &[&str] = &["completed", "pending", "returned"];
 pub const SIMULATED_DESCRIPTION: &str = "Simulated incoming payment";
 
 /// MT's `incoming_payment_detail`, as stored and served.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = incoming_payment_detail)]
 pub struct IncomingPaymentDetail {
     pub id: String,
     pub object: String,
@@ -48,19 +49,28 @@ pub struct IncomingPaymentDetail {
     pub transaction_id: Option<String>,
     pub ledger_transaction_id: Option<String>,
     #[serde(rename = "type")]
+    #[schema(schema_with = super::schema::incoming_payment_detail_type)]
     pub payment_type: String,
+    #[schema(schema_with = super::schema::object)]
     pub data: Value,
     pub amount: i64,
+    #[schema(schema_with = super::schema::currency)]
     pub currency: Currency,
+    #[schema(schema_with = super::schema::direction)]
     pub direction: Direction,
+    #[schema(schema_with = super::schema::incoming_payment_detail_status)]
     pub status: String,
+    #[schema(schema_with = super::schema::metadata)]
     pub metadata: Metadata,
+    #[schema(schema_with = super::schema::date)]
     pub as_of_date: String,
     pub vendor_id: Option<String>,
     pub originating_routing_number: Option<String>,
+    #[schema(schema_with = super::schema::routing_number_type_or_null)]
     pub originating_routing_number_type: Option<String>,
     pub originating_account_number: Option<String>,
     pub originating_account_number_safe: Option<String>,
+    #[schema(schema_with = super::schema::account_number_type_or_null)]
     pub originating_account_number_type: Option<String>,
     pub originating_party_name: Option<String>,
     pub originating_party_address: Option<Value>,
@@ -68,22 +78,37 @@ pub struct IncomingPaymentDetail {
     pub receiving_account_number: Option<String>,
     pub receiving_account_number_safe: Option<String>,
     pub subtype: Option<String>,
+    #[schema(schema_with = super::schema::reconciliation_status)]
     pub reconciliation_status: String,
 }
 
 /// The simulation's body (MT's `incoming_payment_detail_create_request`).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
+#[schema(as = incoming_payment_detail_create_request)]
 pub struct SimulationInput {
+    /// `ach` when not given.
     #[serde(rename = "type")]
+    #[schema(schema_with = super::schema::incoming_payment_detail_type_or_null)]
     pub payment_type: Option<String>,
+    /// `credit` when not given.
+    #[schema(schema_with = super::schema::direction_or_null)]
     pub direction: Option<String>,
+    #[schema(value_type = i64, required = true, minimum = 1, maximum = 9_007_199_254_740_991.0)]
     pub amount: Option<i64>,
+    /// The internal account's currency when not given.
+    #[schema(schema_with = super::schema::currency_or_null)]
     pub currency: Option<String>,
+    #[schema(value_type = String, required = true, format = "uuid")]
     pub internal_account_id: Option<String>,
+    /// Payrail has no virtual accounts (422); not in the published schema.
+    #[schema(ignore)]
     pub virtual_account_id: Option<String>,
+    /// Today when not given.
+    #[schema(schema_with = super::schema::date_or_null)]
     pub as_of_date: Option<String>,
     pub description: Option<String>,
     pub subtype: Option<String>,
+    #[schema(schema_with = super::schema::object_or_null)]
     pub data: Option<Value>,
 }
 
@@ -257,8 +282,10 @@ pub async fn list(ctx: &Ctx<'_>, filter: &IncomingPaymentDetailFilter, page: Pag
 }
 
 /// The body of `PATCH /api/incoming_payment_details/{id}`: metadata only, as in MT.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
+#[schema(as = incoming_payment_detail_update_request)]
 pub struct IncomingPaymentDetailPatch {
+    #[schema(schema_with = super::schema::metadata_patch_or_null)]
     pub metadata: Option<MetadataPatch>,
 }
 

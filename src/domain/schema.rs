@@ -59,6 +59,38 @@ enum_schemas! {
     receiving_account_type, receiving_account_type_or_null => enums::RECEIVING_ACCOUNT_TYPES;
     originating_account_type, originating_account_type_or_null => enums::ORIGINATING_ACCOUNT_TYPES;
     delivery_status, delivery_status_or_null => enums::WEBHOOK_DELIVERY_STATUSES;
+    transaction_type, transaction_type_or_null => super::transaction::TRANSACTION_TYPES;
+    transaction_line_item_type, transaction_line_item_type_or_null => TRANSACTION_LINE_ITEM_TYPES;
+    transactable_type, transactable_type_or_null => TRANSACTABLE_TYPES;
+    expected_payment_status, expected_payment_status_or_null => super::expected_payment::STATUSES;
+    reconciliation_method, reconciliation_method_or_null => RECONCILIATION_METHODS;
+    incoming_payment_detail_type, incoming_payment_detail_type_or_null => super::incoming_payment_detail::TYPES;
+    incoming_payment_detail_status, incoming_payment_detail_status_or_null => super::incoming_payment_detail::STATUSES;
+    balance_report_type, balance_report_type_or_null => super::balance_report::REPORT_TYPES;
+    balance_type, balance_type_or_null => super::balance_report::BALANCE_TYPES;
+}
+
+/// A transaction line item's `type`: `originating` for money Payrail sent (and its returns),
+/// `receiving` for money that came in (`transaction::Settles`, and the list's `type` filter).
+const TRANSACTION_LINE_ITEM_TYPES: &[&str] = &["originating", "receiving"];
+/// What a transaction line item settles, when it names it (`transaction::Settles`).
+const TRANSACTABLE_TYPES: &[&str] = &[super::kinds::INCOMING_PAYMENT_DETAIL, super::kinds::PAYMENT_ORDER, super::kinds::RETURN];
+/// How an expected payment was reconciled: Payrail reconciles automatically only.
+const RECONCILIATION_METHODS: &[&str] = &["automatic"];
+
+/// An object with any members, or `null` (a document Payrail keeps as given).
+pub fn object_or_null() -> Object {
+    ObjectBuilder::new().schema_type(SchemaType::from_iter([Type::Object, Type::Null])).build()
+}
+
+/// An object with any members.
+pub fn object() -> Object {
+    ObjectBuilder::new().schema_type(Type::Object).build()
+}
+
+/// An array of any items, or `null`.
+pub fn array_or_null() -> Object {
+    ObjectBuilder::new().schema_type(SchemaType::from_iter([Type::Array, Type::Null])).build()
 }
 
 const METADATA_DESCRIPTION: &str = "Additional data as string key-value pairs.";
@@ -92,6 +124,15 @@ pub fn metadata_or_null() -> Object {
 pub fn metadata_patch_or_null() -> Object {
     metadata_object(
         SchemaType::from_iter([Type::Object, Type::Null]),
+        metadata_value(true),
+        "Pairs to set; a key given null or an empty string is removed, keys not given are kept.",
+    )
+}
+
+/// Metadata in a PATCH that takes no `null` for the whole (`validate::MetadataPatch`).
+pub fn metadata_patch() -> Object {
+    metadata_object(
+        SchemaType::new(Type::Object),
         metadata_value(true),
         "Pairs to set; a key given null or an empty string is removed, keys not given are kept.",
     )

@@ -68,7 +68,8 @@ pub fn counterparty_accounts(transaction: &Transaction) -> Vec<&str> {
 }
 
 /// MT's `transaction`, as stored and served.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = transaction)]
 pub struct Transaction {
     pub id: String,
     pub object: String,
@@ -79,25 +80,31 @@ pub struct Transaction {
     /// Positive, in minor units of `currency`; `direction` says which way it moved.
     pub amount: i64,
     pub amount_string: String,
+    #[schema(schema_with = crate::domain::schema::currency)]
     pub currency: Currency,
+    #[schema(schema_with = crate::domain::schema::direction)]
     pub direction: Direction,
     pub vendor_description: Option<String>,
     pub vendor_code: Option<String>,
     pub vendor_code_type: Option<String>,
     pub vendor_id: Option<String>,
     /// `YYYY-MM-DD`: the day the bank booked it.
+    #[schema(schema_with = crate::domain::schema::date)]
     pub as_of_date: String,
     /// `HH:MM:SS`, when the bank said.
     pub as_of_time: Option<String>,
     pub as_of_timezone: Option<String>,
     pub internal_account_id: String,
+    #[schema(schema_with = crate::domain::schema::metadata)]
     pub metadata: Metadata,
     pub posted: bool,
     pub vendor_customer_id: Option<String>,
     /// True once a line item links it to what it settles.
     pub reconciled: bool,
     #[serde(rename = "type")]
+    #[schema(schema_with = crate::domain::schema::transaction_type)]
     pub transaction_type: String,
+    #[schema(schema_with = crate::domain::schema::object)]
     pub details: serde_json::Value,
     pub foreign_exchange_rate: Option<serde_json::Value>,
     pub custom_identifiers: BTreeMap<String, String>,
@@ -167,7 +174,8 @@ impl Settles {
 }
 
 /// MT's `transaction_line_item`, as stored and served.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = transaction_line_item)]
 pub struct TransactionLineItem {
     pub id: String,
     pub object: String,
@@ -176,7 +184,9 @@ pub struct TransactionLineItem {
     pub updated_at: Timestamp,
     pub discarded_at: Option<Timestamp>,
     #[serde(rename = "type")]
+    #[schema(schema_with = crate::domain::schema::transaction_line_item_type)]
     pub line_type: String,
+    #[schema(schema_with = crate::domain::schema::transactable_type_or_null)]
     pub transactable_type: Option<String>,
     pub transactable_id: Option<String>,
     pub amount: i64,
@@ -418,8 +428,10 @@ pub fn date_range(name: &str, start: Option<&str>, end: Option<&str>) -> Result<
 }
 
 /// The body of `PATCH /api/transactions/{id}`: metadata only, as in MT.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
+#[schema(as = transaction_update_request)]
 pub struct TransactionPatch {
+    #[schema(schema_with = crate::domain::schema::metadata_patch_or_null)]
     pub metadata: Option<MetadataPatch>,
 }
 
