@@ -18,7 +18,10 @@ use std::collections::{BTreeSet, VecDeque};
 use serde_json::{Map, Value, json};
 use utoipa::OpenApi;
 
-use super::{api_keys, counterparties, events, external_accounts, internal_accounts, payment_orders, ping, webhook_endpoints};
+use super::{
+    api_keys, balance_reports, connections, counterparties, events, expected_payments, external_accounts, incoming_payment_details,
+    internal_accounts, payment_orders, ping, returns, transactions, webhook_endpoints,
+};
 use crate::http::error::Body as ErrorBody;
 use crate::http::idempotency::KEY_LEN_MAX;
 
@@ -47,10 +50,30 @@ use crate::http::idempotency::KEY_LEN_MAX;
         internal_accounts::create,
         internal_accounts::retrieve,
         internal_accounts::update,
+        balance_reports::list,
+        balance_reports::retrieve,
+        connections::list,
         payment_orders::list,
         payment_orders::create,
         payment_orders::retrieve,
         payment_orders::update,
+        transactions::list,
+        transactions::retrieve,
+        transactions::update,
+        transactions::line_items_of,
+        transactions::list_line_items,
+        transactions::retrieve_line_item,
+        returns::list,
+        returns::retrieve,
+        expected_payments::list,
+        expected_payments::create,
+        expected_payments::retrieve,
+        expected_payments::update,
+        expected_payments::delete,
+        incoming_payment_details::list,
+        incoming_payment_details::retrieve,
+        incoming_payment_details::update,
+        incoming_payment_details::simulate,
         events::list,
         events::retrieve,
         webhook_endpoints::list,
@@ -196,6 +219,20 @@ fn is_list(operation: &Map<String, Value>) -> bool {
     operation.get("responses").is_some_and(|r| r["200"]["content"]["application/json"]["schema"]["type"] == "array")
 }
 
+/// The shared error responses by status (see [`add_shared_responses`]).
+const SHARED_ERRORS: &[(&str, &str)] = &[
+    ("400", "bad_request"),
+    ("401", "unauthorized"),
+    ("404", "not_found"),
+    ("409", "conflict"),
+    ("413", "payload_too_large"),
+    ("415", "unsupported_media_type"),
+    ("422", "unprocessable_entity"),
+    ("429", "too_many_requests"),
+    ("500", "internal_server_error"),
+    ("503", "service_unavailable"),
+];
+
 fn add_operation_rules(path: &str, method: &str, operation: &mut Map<String, Value>) {
     let list = is_list(operation);
     let mut errors: Vec<(&str, &str)> =
@@ -216,6 +253,18 @@ fn add_operation_rules(path: &str, method: &str, operation: &mut Map<String, Val
         _ => {}
     }
     let responses = operation.entry("responses").or_insert_with(|| json!({}));
+    // An error a handler declares beyond its kind's (a refusal its `#[utoipa::path]` lists)
+    // is published as the shared response of that status, with the error body.
+    let declared: Vec<&str> = SHARED_ERRORS
+        .iter()
+        .filter(|(status, _)| responses.get(*status).is_some() && !errors.iter().any(|(s, _)| s == status))
+        .map(|(status, _)| *status)
+        .collect();
+    for status in declared {
+        if let Some((_, name)) = SHARED_ERRORS.iter().find(|(s, _)| *s == status) {
+            errors.push((status, name));
+        }
+    }
     for (status, name) in errors {
         responses[status] = json!({ "$ref": format!("#/components/responses/{name}") });
     }
@@ -375,6 +424,14 @@ mod tests {
             "/api/payment_orders/{id}",
             "/api/events/{id}",
             "/api/webhook_endpoints/{id}/deliveries/{delivery_id}/resend",
+            "/api/connections",
+            "/api/transactions/{id}/line_items",
+            "/api/transaction_line_items/{id}",
+            "/api/returns/{id}",
+            "/api/expected_payments/{id}",
+            "/api/incoming_payment_details/{id}",
+            "/api/simulations/incoming_payment_details/create_async",
+            "/api/internal_accounts/{id}/balance_reports/{report_id}",
         ] {
             assert!(paths.contains_key(path), "{path} is documented");
         }
@@ -384,6 +441,9 @@ mod tests {
         let list = &doc["paths"]["/api/payment_orders"]["get"];
         assert!(list["responses"]["200"]["headers"]["X-After-Cursor"].is_object());
         assert_eq!(doc["components"]["securitySchemes"][SECURITY_SCHEME]["scheme"], "basic");
+        let archive = &doc["paths"]["/api/expected_payments/{id}"]["delete"]["responses"];
+        assert_eq!(archive["422"]["$ref"], "#/components/responses/unprocessable_entity", "a declared error is the shared one");
+        assert!(paths.keys().all(|p| !p.starts_with("/api/ledger")), "the ledger routes are not in the document yet");
     }
 
     #[test]

@@ -6,16 +6,27 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 
+use super::{MetadataParams, PageParams};
 use super::{ok_json, param, parsed, unsupported_filters};
 use crate::app::{AppState, WriteContext};
 use crate::domain::enums::Direction;
-use crate::domain::transaction::{self, LineItemFilter, TRANSACTION_TYPES, TransactionFilter, TransactionPatch};
+use crate::domain::transaction::{
+    self, LineItemFilter, TRANSACTION_TYPES, Transaction, TransactionFilter, TransactionLineItem, TransactionPatch,
+};
 use crate::domain::validate;
 use crate::error::Error;
 use crate::http::auth::Principal;
 use crate::http::extract::{JsonBody, PathId, QueryParams};
 use crate::http::pagination::Paging;
 
+#[utoipa::path(
+    get,
+    path = "/api/transactions/{id}",
+    tag = "transactions",
+    operation_id = "retrieveTransaction",
+    params(("id" = String, Path, description = "The resource's id.")),
+    responses((status = 200, description = "The transaction.", body = Transaction)),
+)]
 pub async fn retrieve(State(state): State<AppState>, principal: Principal, PathId(id): PathId) -> Result<Response, Error> {
     let scope = principal.scope();
     Ok(ok_json(transaction::get(&state.ctx(&scope), &id).await?))
@@ -30,6 +41,29 @@ fn boolean(name: &str, text: &str) -> Result<bool, Error> {
     }
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/transactions",
+    tag = "transactions",
+    operation_id = "listTransactions",
+    params(
+        PageParams,
+        ("internal_account_id" = Option<String>, Query),
+        ("virtual_account_id" = Option<String>, Query, description = "Payrail has no virtual accounts: any value matches nothing."),
+        ("direction" = Option<String>, Query, description = "credit or debit."),
+        ("payment_type" = Option<String>, Query, description = "A transaction type such as ach, wire or other."),
+        ("type" = Option<String>, Query, description = "The same as payment_type, read when payment_type is not given."),
+        ("posted" = Option<bool>, Query),
+        ("vendor_id" = Option<String>, Query),
+        ("description" = Option<String>, Query, description = "Part of the bank's description (any case)."),
+        ("as_of_date_start" = Option<String>, Query, format = Date),
+        ("as_of_date_end" = Option<String>, Query, format = Date),
+        MetadataParams,
+    ),
+    responses(
+        (status = 200, description = "A page of transactions, newest first.", body = [Transaction]),
+    ),
+)]
 pub async fn list(State(state): State<AppState>, principal: Principal, paging: Paging, query: QueryParams) -> Result<Response, Error> {
     let scope = principal.scope();
     unsupported_filters(&query, &["counterparty_id", "transactable_type"])?;
@@ -50,6 +84,15 @@ pub async fn list(State(state): State<AppState>, principal: Principal, paging: P
     Ok(paging.reply(transaction::list(&state.ctx(&scope), &filter, paging.spec).await?))
 }
 
+#[utoipa::path(
+    patch,
+    path = "/api/transactions/{id}",
+    tag = "transactions",
+    operation_id = "updateTransaction",
+    params(("id" = String, Path, description = "The resource's id.")),
+    request_body = TransactionPatch,
+    responses((status = 200, description = "The updated transaction.", body = Transaction)),
+)]
 pub async fn update(
     State(state): State<AppState>,
     principal: Principal,
@@ -61,6 +104,16 @@ pub async fn update(
     Ok(ok_json(transaction::update(&state.ctx(&scope), &state.committer(&write, StatusCode::OK.as_u16()), &id, &patch).await?))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/transactions/{id}/line_items",
+    tag = "transactions",
+    operation_id = "listTransactionLineItemsOfTransaction",
+    params(("id" = String, Path, description = "The transaction's id."), PageParams),
+    responses(
+        (status = 200, description = "A page of the transaction's line items, newest first.", body = [TransactionLineItem]),
+    ),
+)]
 pub async fn line_items_of(
     State(state): State<AppState>,
     principal: Principal,
@@ -71,6 +124,21 @@ pub async fn line_items_of(
     Ok(paging.reply(transaction::line_items_of(&state.ctx(&scope), &id, paging.spec).await?))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/transaction_line_items",
+    tag = "transactions",
+    operation_id = "listTransactionLineItems",
+    params(
+        PageParams,
+        ("id[]" = Option<Vec<String>>, Query, description = "Only these line items (also read as id)."),
+        ("transaction_id" = Option<String>, Query),
+        ("type" = Option<String>, Query, description = "originating or receiving."),
+    ),
+    responses(
+        (status = 200, description = "A page of transaction line items, newest first.", body = [TransactionLineItem]),
+    ),
+)]
 pub async fn list_line_items(
     State(state): State<AppState>,
     principal: Principal,
@@ -82,6 +150,14 @@ pub async fn list_line_items(
     Ok(paging.reply(transaction::list_line_items(&state.ctx(&scope), &filter, paging.spec).await?))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/transaction_line_items/{id}",
+    tag = "transactions",
+    operation_id = "retrieveTransactionLineItem",
+    params(("id" = String, Path, description = "The resource's id.")),
+    responses((status = 200, description = "The transaction line item.", body = TransactionLineItem)),
+)]
 pub async fn retrieve_line_item(State(state): State<AppState>, principal: Principal, PathId(id): PathId) -> Result<Response, Error> {
     let scope = principal.scope();
     Ok(ok_json(transaction::get_line_item(&state.ctx(&scope), &id).await?))
