@@ -85,7 +85,14 @@ fn entry(amount: i64, direction: EntryDirection) -> StatementEntry {
 }
 
 fn balance(balance_type: &str, amount: i64) -> StatementBalance {
-    StatementBalance { account: account(), balance_type: balance_type.into(), amount, currency: usd(), as_of_date: "2026-07-02".into() }
+    StatementBalance {
+        account: account(),
+        balance_type: balance_type.into(),
+        amount,
+        currency: usd(),
+        as_of_date: "2026-07-02".into(),
+        as_of_time: Some("23:00:00".into()),
+    }
 }
 
 fn report_header(id: &str, account: AccountRef, currency: Currency) -> ReportHeader {

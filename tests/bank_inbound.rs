@@ -416,11 +416,12 @@ fn statement_of(number: &str, entries: Vec<payrail::domain::bank_answer::Stateme
         amount,
         currency: usd,
         as_of_date: "2026-11-26".into(),
+        as_of_time: None,
     };
     let total: i64 = entries.iter().map(|e| e.amount).sum();
     let header = ReportHeader {
         message_id: format!("STMT-{}-{total}", entries.len()),
-        created_at: time::OffsetDateTime::UNIX_EPOCH,
+        created_at: time::OffsetDateTime::UNIX_EPOCH + time::Duration::seconds(13 * 3600 + 45 * 60 + 30),
         report_id: format!("STMT-{}", entries.len()),
         account: account.clone(),
         currency: usd,
@@ -627,6 +628,7 @@ on_both_stores! {
         let reports = get_json(&server, &live, &format!("/api/internal_accounts/{}/balance_reports", live.account)).await;
         let reports = reports.as_array().unwrap();
         assert_eq!(reports.len(), 1, "{reports:?}");
+        assert_eq!(reports[0]["as_of_time"], "13:45:30", "the statement's CreDtTm: MT's as_of_time is never null");
         let mut kinds: Vec<(&str, i64)> =
             reports[0]["balances"].as_array().unwrap().iter().map(|b| (b["balance_type"].as_str().unwrap(), b["amount"].as_i64().unwrap())).collect();
         kinds.sort();

@@ -419,7 +419,7 @@ async fn b5_balance_reports_under_their_account() {
         internal_account_id: account.clone(),
         balance_report_type: "previous_day".into(),
         as_of_date: day.into(),
-        as_of_time: None,
+        as_of_time: "23:00:00".into(),
         balances: vec![balance("opening_ledger", 10_000, "OPBD"), balance("closing_ledger", -250, "CLBD")],
     };
     let first = as_worker(&server, &key, |ctx, batch| balance_report::stage_balance_report(ctx, batch, report("2026-03-02")).unwrap()).await;
@@ -428,7 +428,11 @@ async fn b5_balance_reports_under_their_account() {
     let body = ok(&server, &key, &format!("{base}/{}", first.id)).await;
     assert_keys(&body, BALANCE_REPORT_KEYS);
     assert_keys(&body["balances"][0], BALANCE_KEYS);
-    assert_eq!((body["balance_report_type"].clone(), body["as_of_date"].clone()), (json!("previous_day"), json!("2026-03-02")));
+    assert_eq!(
+        (body["balance_report_type"].clone(), body["as_of_date"].clone(), body["as_of_time"].clone()),
+        (json!("previous_day"), json!("2026-03-02"), json!("23:00:00")),
+        "MT's as_of_time is a required string"
+    );
     let balances: Vec<(Value, Value)> =
         body["balances"].as_array().unwrap().iter().map(|b| (b["balance_type"].clone(), b["amount"].clone())).collect();
     assert_eq!(balances, [(json!("opening_ledger"), json!(10_000)), (json!("closing_ledger"), json!(-250))]);
@@ -636,7 +640,7 @@ async fn a_other_organizations_get_404() {
     let items = ok(&server, &key, &format!("/api/transactions/{txn}/line_items")).await;
     let report = as_worker(&server, &key, |ctx, batch| {
         let new = NewBalanceReport { internal_account_id: account.clone(), balance_report_type: "previous_day".into(),
-            as_of_date: "2026-03-10".into(), as_of_time: None, balances: Vec::new() };
+            as_of_date: "2026-03-10".into(), as_of_time: "23:00:00".into(), balances: Vec::new() };
         balance_report::stage_balance_report(ctx, batch, new).unwrap()
     })
     .await;

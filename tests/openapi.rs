@@ -27,9 +27,8 @@ fn the_cli_prints_the_generated_document() {
 const SDK_OPTIONAL: &[(&str, &str)] = &[("payment_order", "current_return"), ("account_detail", "account_number")];
 
 /// Fields Payrail serves as `null` where MT (and the SDK) always give a value: the document says
-/// what is served. `balance_report.as_of_time`: the bank statements Payrail reads give a
-/// report's day, not its time.
-const SERVED_NULL: &[(&str, &str)] = &[("balance_report", "as_of_time")];
+/// what is served. None today.
+const SERVED_NULL: &[(&str, &str)] = &[];
 
 const SHARED_SCHEMAS: &[&str] = &[
     "counterparty",

@@ -369,6 +369,7 @@ mod answers {
             amount,
             currency: usd,
             as_of_date: "2026-11-26".into(),
+            as_of_time: None,
         };
         let header = ReportHeader {
             message_id: "BENCH-STMT-1".into(),

@@ -71,7 +71,10 @@ pub struct BalanceReport {
     pub balance_report_type: String,
     #[schema(schema_with = super::schema::date)]
     pub as_of_date: String,
-    pub as_of_time: Option<String>,
+    /// `HH:MM:SS`. Reports recorded before the time was kept read as `00:00:00`.
+    #[serde(deserialize_with = "time_or_midnight")]
+    #[schema(schema_with = super::schema::time)]
+    pub as_of_time: String,
     pub balances: Vec<Balance>,
     pub internal_account_id: String,
 }
@@ -98,13 +101,22 @@ pub struct NewBalanceReport {
     pub balance_report_type: String,
     /// `YYYY-MM-DD`.
     pub as_of_date: String,
-    pub as_of_time: Option<String>,
+    /// `HH:MM:SS`, as the bank gave it.
+    pub as_of_time: String,
     pub balances: Vec<NewBalance>,
+}
+
+fn time_or_midnight<'de, D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<String, D::Error> {
+    Ok(Option::<String>::deserialize(deserializer)?.unwrap_or_else(|| "00:00:00".into()))
 }
 
 fn build(ctx: &Ctx<'_>, new: NewBalanceReport) -> Result<BalanceReport> {
     let report_type = validate::one_of("balance_report_type", &new.balance_report_type, REPORT_TYPES)?;
     super::payment_order::ops::date("as_of_date", &new.as_of_date)?;
+    let clock = time::macros::format_description!("[hour]:[minute]:[second]");
+    if new.as_of_time.len() != 8 || time::Time::parse(&new.as_of_time, clock).is_err() {
+        return Err(Error::invalid("as_of_time", format!("{:?} is not a time (HH:MM:SS)", new.as_of_time)));
+    }
     let balances = new
         .balances
         .into_iter()
@@ -124,7 +136,7 @@ fn build(ctx: &Ctx<'_>, new: NewBalanceReport) -> Result<BalanceReport> {
                 vendor_code: b.vendor_code,
                 vendor_code_type: b.vendor_code_type,
                 as_of_date: Some(new.as_of_date.clone()),
-                as_of_time: new.as_of_time.clone(),
+                as_of_time: Some(new.as_of_time.clone()),
                 value_date: None,
             })
         })

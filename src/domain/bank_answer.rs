@@ -175,4 +175,7 @@ pub struct StatementBalance {
     pub currency: Currency,
     /// `Dt/Dt` (or the date of `Dt/DtTm`): the report's `as_of_date`.
     pub as_of_date: String,
+    /// `HH:MM:SS`, the clock time as the bank wrote it: of `Dt/DtTm`, else of the statement's
+    /// `CreDtTm`, else of the message's (`GrpHdr/CreDtTm`).
+    pub as_of_time: Option<String>,
 }

@@ -146,6 +146,11 @@ pub fn date() -> Object {
         .build()
 }
 
+/// A clock time, `HH:MM:SS`.
+pub fn time() -> Object {
+    ObjectBuilder::new().schema_type(Type::String).format(Some(utoipa::openapi::SchemaFormat::Custom("time".into()))).build()
+}
+
 /// A calendar date or `null`.
 pub fn date_or_null() -> Object {
     ObjectBuilder::new()

@@ -101,8 +101,9 @@ struct Staging<'a, 'c> {
     reconciler: Reconciler,
     /// Account number or IBAN -> internal account id.
     accounts: HashMap<String, String>,
-    /// (internal account, date) -> its balances, one report each.
-    balances: BTreeMap<(String, String), Vec<NewBalance>>,
+    /// (internal account, date) -> the latest time its balances give, and its balances: one
+    /// report each.
+    balances: BTreeMap<(String, String), (Option<String>, Vec<NewBalance>)>,
 }
 
 impl Staging<'_, '_> {
@@ -260,7 +261,10 @@ impl Staging<'_, '_> {
             return;
         };
         let code = crate::bank::formats::iso20022::camt::balance_code(&balance.balance_type).unwrap_or("OTHR");
-        self.balances.entry((account, balance.as_of_date.clone())).or_default().push(NewBalance {
+        let (time, balances) = self.balances.entry((account, balance.as_of_date.clone())).or_default();
+        // The report is as of the latest time its balances give (`HH:MM:SS` sorts as text).
+        *time = time.take().max(balance.as_of_time.clone());
+        balances.push(NewBalance {
             balance_type: balance.balance_type.clone(),
             amount: balance.amount,
             currency: balance.currency,
@@ -271,12 +275,15 @@ impl Staging<'_, '_> {
 
     fn finish(mut self) -> Result<Effects> {
         let report_type = if self.format == AnswerFormat::Camt053 { "previous_day" } else { "real_time" };
-        for ((account, date), balances) in std::mem::take(&mut self.balances) {
+        for ((account, date), (time, balances)) in std::mem::take(&mut self.balances) {
+            // A statement that gives no time at all (its mandatory CreDtTm missing) is as of
+            // when Payrail read it, in UTC.
+            let as_of_time = time.unwrap_or_else(|| self.ctx.now.to_string()[11..19].to_owned());
             let new = NewBalanceReport {
                 internal_account_id: account,
                 balance_report_type: report_type.into(),
                 as_of_date: date,
-                as_of_time: None,
+                as_of_time,
                 balances,
             };
             balance_report::stage_balance_report(self.ctx, self.batch, new)?;

@@ -31,7 +31,7 @@ use std::io::Write;
 use time::OffsetDateTime;
 use time::macros::format_description;
 
-use super::read::{Visitor, iso_date, minor_units, walk};
+use super::read::{Visitor, iso_date, iso_time, minor_units, walk};
 use super::xml::XmlWriter;
 use crate::bank::formats::answer_error::AnswerError;
 use crate::domain::bank_answer::{AccountRef, Answer, AnswerFile, AnswerFormat, EntryDirection, Party, StatementBalance, StatementEntry};
@@ -41,7 +41,16 @@ use crate::error::{Error, Result};
 /// Reads a `camt.053.001.08` (`format` Camt053) or `camt.054.001.08` (Camt054).
 pub fn read(bytes: &[u8], format: AnswerFormat) -> std::result::Result<AnswerFile, AnswerError> {
     let report = Kind::of(format).ok_or_else(|| AnswerError::new(Some(format), "", "not a camt format"))?;
-    let mut reader = Reader { report, seen_report: false, answers: Vec::new(), account: AccountRef::default(), balance: None, entry: None };
+    let mut reader = Reader {
+        report,
+        seen_report: false,
+        answers: Vec::new(),
+        account: AccountRef::default(),
+        balance: None,
+        entry: None,
+        message_time: None,
+        report_time: None,
+    };
     walk(bytes, &mut reader).map_err(|e| AnswerError::xml(format, e))?;
     if !reader.seen_report {
         return Err(AnswerError::new(Some(format), "Document", format!("the file has no {}", report.prefix())));
@@ -148,6 +157,9 @@ struct Reader {
     account: AccountRef,
     balance: Option<Balance>,
     entry: Option<Entry>,
+    /// The clock time of `GrpHdr/CreDtTm`, and of the current statement's own `CreDtTm`.
+    message_time: Option<String>,
+    report_time: Option<String>,
 }
 
 #[derive(Default)]
@@ -156,6 +168,7 @@ struct Balance {
     amount: Option<(i64, Currency)>,
     debit: Option<bool>,
     date: Option<String>,
+    time: Option<String>,
 }
 
 #[derive(Default)]
@@ -229,6 +242,7 @@ impl Visitor for Reader {
             "" => {
                 self.seen_report = true;
                 self.account = AccountRef::default();
+                self.report_time = None;
             }
             "/Bal" => self.balance = Some(Balance::default()),
             "/Ntry" => self.entry = Some(Entry::default()),
@@ -239,9 +253,17 @@ impl Visitor for Reader {
     }
 
     fn close(&mut self, path: &str, text: &str, currency: Option<&str>) -> Step {
-        let Some(rel) = path.strip_prefix(self.report.prefix()) else { return Ok(()) };
+        let Some(rel) = path.strip_prefix(self.report.prefix()) else {
+            if path.strip_prefix("Document/").and_then(|p| p.strip_prefix(self.report.message())) == Some("/GrpHdr/CreDtTm") {
+                self.message_time = iso_time(text)?;
+            }
+            return Ok(());
+        };
         if rel.is_empty() {
             return Ok(());
+        }
+        if rel == "/CreDtTm" {
+            self.report_time = iso_time(text)?;
         }
         if let Some(rel) = rel.strip_prefix("/Acct/Id/") {
             return self.account_field(rel, text);
@@ -280,7 +302,8 @@ impl Reader {
             "/Tp/CdOrPrtry/Prtry" => balance.code = Some(String::new()),
             "/Amt" => balance.amount = Some(amount(text, currency)?),
             "/CdtDbtInd" => balance.debit = Some(direction(text)? == EntryDirection::Debit),
-            "/Dt/Dt" | "/Dt/DtTm" => balance.date = Some(iso_date(text)?),
+            "/Dt/Dt" => balance.date = Some(iso_date(text)?),
+            "/Dt/DtTm" => (balance.date, balance.time) = (Some(iso_date(text)?), iso_time(text)?),
             _ => {}
         }
         Ok(())
@@ -299,6 +322,7 @@ impl Reader {
             amount: if debit { -amount } else { amount },
             currency,
             as_of_date,
+            as_of_time: balance.time.or_else(|| self.report_time.clone()).or_else(|| self.message_time.clone()),
         }));
         Ok(())
     }
@@ -510,6 +534,12 @@ impl<W: Write> CamtWriter<W> {
         let code = balance_code(&balance.balance_type)
             .ok_or_else(|| Error::invalid("balance_type", format!("{} has no ISO balance code", balance.balance_type)))?;
         self.check_currency(balance.currency)?;
+        if let Some(time) = &balance.as_of_time {
+            let parsed = iso_time(&format!("{}T{time}", balance.as_of_date)).map_err(|why| Error::invalid("as_of_time", why))?;
+            if parsed.as_deref() != Some(time.as_str()) {
+                return Err(Error::invalid("as_of_time", format!("{time:?} is not a time (HH:MM:SS)")));
+            }
+        }
         let amount = decimal(balance.amount.unsigned_abs(), balance.currency)?;
         let xml = &mut self.xml;
         (|| {
@@ -521,7 +551,14 @@ impl<W: Write> CamtWriter<W> {
             xml.close("Tp")?;
             xml.leaf_with("Amt", &[("Ccy", balance.currency.code())], &amount)?;
             xml.leaf("CdtDbtInd", if balance.amount < 0 { "DBIT" } else { "CRDT" })?;
-            date(xml, "Dt", &balance.as_of_date)?;
+            match &balance.as_of_time {
+                Some(time) => {
+                    xml.open("Dt")?;
+                    xml.leaf("DtTm", &format!("{}T{time}", balance.as_of_date))?;
+                    xml.close("Dt")?;
+                }
+                None => date(xml, "Dt", &balance.as_of_date)?,
+            }
             xml.close("Bal")
         })()
         .map_err(io_error)
@@ -767,7 +804,14 @@ pub(crate) mod tests {
     }
 
     fn balance(balance_type: &str, amount: i64) -> StatementBalance {
-        StatementBalance { account: account(), balance_type: balance_type.into(), amount, currency: usd(), as_of_date: "2026-07-02".into() }
+        StatementBalance {
+            account: account(),
+            balance_type: balance_type.into(),
+            amount,
+            currency: usd(),
+            as_of_date: "2026-07-02".into(),
+            as_of_time: Some("23:00:00".into()),
+        }
     }
 
     #[test]
@@ -775,7 +819,7 @@ pub(crate) mod tests {
         let file = read(SAMPLE_053.as_bytes(), AnswerFormat::Camt053).unwrap();
         let expected = vec![
             Answer::Balance(balance("opening_ledger", 1_000_000)),
-            Answer::Balance(balance("closing_ledger", -1_250)),
+            Answer::Balance(StatementBalance { as_of_time: Some("23:59:59".into()), ..balance("closing_ledger", -1_250) }),
             Answer::Entry(StatementEntry {
                 value_date: Some("2026-07-03".into()),
                 ach_trace_number: Some("021000020000001".into()),

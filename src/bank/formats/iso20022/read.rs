@@ -184,6 +184,16 @@ pub fn iso_date(text: &str) -> Result<String, String> {
     Ok(date.to_owned())
 }
 
+/// The clock time (`HH:MM:SS`) of an ISO date-time as written, whatever its offset or
+/// fraction: `2026-07-02T23:00:00.5+02:00` is `23:00:00`; `None` for a date alone.
+pub fn iso_time(text: &str) -> Result<Option<String>, String> {
+    let Some((_, rest)) = text.split_once('T') else { return Ok(None) };
+    let clock = rest.get(..8).ok_or_else(|| format!("{text:?} is not a date-time"))?;
+    let format = time::macros::format_description!("[hour]:[minute]:[second]");
+    time::Time::parse(clock, format).map_err(|_| format!("{text:?} is not a date-time"))?;
+    Ok(Some(clock.to_owned()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
