@@ -19,19 +19,9 @@ use crate::store::{Filter, ObjectRecord, StoredObject, Term, Write, WriteBatch};
 pub const KIND: &str = kinds::BALANCE_REPORT;
 
 /// MT's `balance_report_type` values.
-pub const REPORT_TYPES: &[&str] = &["intraday", "other", "previous_day", "real_time"];
+pub use super::enums::BALANCE_REPORT_TYPES as REPORT_TYPES;
 /// MT's `balance_type` values.
-pub const BALANCE_TYPES: &[&str] = &[
-    "closing_available",
-    "closing_ledger",
-    "current_available",
-    "current_ledger",
-    "opening_available",
-    "opening_available_next_business_day",
-    "opening_ledger",
-    "other",
-    "previously_closed_book",
-];
+pub use super::enums::BALANCE_TYPES;
 
 /// MT's `balance`, one line of a report.
 #[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]

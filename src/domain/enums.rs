@@ -309,6 +309,62 @@ pub const WEBHOOK_DELIVERY_STATUSES: &[&str] = &["pending", "delivered", "failed
 pub const ORIGINATING_ACCOUNT_TYPES: &[&str] = &["internal_account"];
 pub const RECEIVING_ACCOUNT_TYPES: &[&str] = &["internal_account", "external_account"];
 
+/// MT's transaction `type`: the payment types, and `other` for what the bank does not say.
+pub const TRANSACTION_TYPES: &[&str] = &[
+    "ach",
+    "au_becs",
+    "bacs",
+    "book",
+    "card",
+    "chats",
+    "check",
+    "cross_border",
+    "dk_nets",
+    "eft",
+    "gb_fps",
+    "masav",
+    "mx_ccen",
+    "neft",
+    "nics",
+    "nz_becs",
+    "pl_elixir",
+    "rtp",
+    "se_bankgirot",
+    "sepa",
+    "sg_giro",
+    "sic",
+    "stablecoin",
+    "wire",
+    "zengin",
+    "other",
+];
+
+/// MT's expected payment statuses.
+pub const EXPECTED_PAYMENT_STATUSES: &[&str] = &["archived", "partially_reconciled", "reconciled", "unreconciled"];
+
+/// MT's incoming payment detail types.
+pub const INCOMING_PAYMENT_DETAIL_TYPES: &[&str] =
+    &["ach", "au_becs", "bacs", "book", "check", "eft", "neft", "nz_becs", "rtp", "sepa", "stablecoin", "wire", "zengin"];
+
+/// MT's incoming payment detail statuses.
+pub const INCOMING_PAYMENT_DETAIL_STATUSES: &[&str] = &["completed", "pending", "returned"];
+
+/// MT's `balance_report_type` values.
+pub const BALANCE_REPORT_TYPES: &[&str] = &["intraday", "other", "previous_day", "real_time"];
+
+/// MT's `balance_type` values.
+pub const BALANCE_TYPES: &[&str] = &[
+    "closing_available",
+    "closing_ledger",
+    "current_available",
+    "current_ledger",
+    "opening_available",
+    "opening_available_next_business_day",
+    "opening_ledger",
+    "other",
+    "previously_closed_book",
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -34,7 +34,7 @@ use crate::store::{Filter, ListQuery, ObjectRecord, StoredObject, Term, Write, W
 
 pub const KIND: &str = kinds::EXPECTED_PAYMENT;
 /// MT's expected payment statuses.
-pub const STATUSES: &[&str] = &["archived", "partially_reconciled", "reconciled", "unreconciled"];
+pub use super::enums::EXPECTED_PAYMENT_STATUSES as STATUSES;
 /// Unreconciled expected payments of one account, direction and currency that [`reconcile`]
 /// looks at, at most (the oldest among them wins).
 pub const CANDIDATES_MAX: usize = 1_000;

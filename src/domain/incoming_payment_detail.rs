@@ -25,11 +25,10 @@ use crate::error::{Error, Result};
 use crate::store::{Filter, ObjectRecord, StoredObject, Term, Write, WriteBatch};
 
 pub const KIND: &str = kinds::INCOMING_PAYMENT_DETAIL;
-/// MT's incoming payment detail types.
-pub const TYPES: &[&str] =
-    &["ach", "au_becs", "bacs", "book", "check", "eft", "neft", "nz_becs", "rtp", "sepa", "stablecoin", "wire", "zengin"];
 /// MT's incoming payment detail statuses.
-pub const STATUSES: &[&str] = &["completed", "pending", "returned"];
+pub use super::enums::INCOMING_PAYMENT_DETAIL_STATUSES as STATUSES;
+/// MT's incoming payment detail types.
+pub use super::enums::INCOMING_PAYMENT_DETAIL_TYPES as TYPES;
 /// The description a simulation gives when the client gives none.
 pub const SIMULATED_DESCRIPTION: &str = "Simulated incoming payment";
 

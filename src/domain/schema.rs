@@ -59,15 +59,15 @@ enum_schemas! {
     receiving_account_type, receiving_account_type_or_null => enums::RECEIVING_ACCOUNT_TYPES;
     originating_account_type, originating_account_type_or_null => enums::ORIGINATING_ACCOUNT_TYPES;
     delivery_status, delivery_status_or_null => enums::WEBHOOK_DELIVERY_STATUSES;
-    transaction_type, transaction_type_or_null => super::transaction::TRANSACTION_TYPES;
+    transaction_type, transaction_type_or_null => enums::TRANSACTION_TYPES;
     transaction_line_item_type, transaction_line_item_type_or_null => TRANSACTION_LINE_ITEM_TYPES;
     transactable_type, transactable_type_or_null => TRANSACTABLE_TYPES;
-    expected_payment_status, expected_payment_status_or_null => super::expected_payment::STATUSES;
+    expected_payment_status, expected_payment_status_or_null => enums::EXPECTED_PAYMENT_STATUSES;
     reconciliation_method, reconciliation_method_or_null => RECONCILIATION_METHODS;
-    incoming_payment_detail_type, incoming_payment_detail_type_or_null => super::incoming_payment_detail::TYPES;
-    incoming_payment_detail_status, incoming_payment_detail_status_or_null => super::incoming_payment_detail::STATUSES;
-    balance_report_type, balance_report_type_or_null => super::balance_report::REPORT_TYPES;
-    balance_type, balance_type_or_null => super::balance_report::BALANCE_TYPES;
+    incoming_payment_detail_type, incoming_payment_detail_type_or_null => enums::INCOMING_PAYMENT_DETAIL_TYPES;
+    incoming_payment_detail_status, incoming_payment_detail_status_or_null => enums::INCOMING_PAYMENT_DETAIL_STATUSES;
+    balance_report_type, balance_report_type_or_null => enums::BALANCE_REPORT_TYPES;
+    balance_type, balance_type_or_null => enums::BALANCE_TYPES;
 }
 
 /// A transaction line item's `type`: `originating` for money Payrail sent (and its returns),

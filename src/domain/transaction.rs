@@ -27,34 +27,7 @@ pub const KIND: &str = kinds::TRANSACTION;
 pub const LINE_ITEM_KIND: &str = kinds::TRANSACTION_LINE_ITEM;
 
 /// MT's transaction `type`: the payment types, and `other` for what the bank does not say.
-pub const TRANSACTION_TYPES: &[&str] = &[
-    "ach",
-    "au_becs",
-    "bacs",
-    "book",
-    "card",
-    "chats",
-    "check",
-    "cross_border",
-    "dk_nets",
-    "eft",
-    "gb_fps",
-    "masav",
-    "mx_ccen",
-    "neft",
-    "nics",
-    "nz_becs",
-    "pl_elixir",
-    "rtp",
-    "se_bankgirot",
-    "sepa",
-    "sg_giro",
-    "sic",
-    "stablecoin",
-    "wire",
-    "zengin",
-    "other",
-];
+pub use super::enums::TRANSACTION_TYPES;
 
 /// Keys of a transaction's `details` naming its counterparty as the bank's statement did
 /// (`RltdPties`), when it did.
