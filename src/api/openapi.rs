@@ -235,38 +235,23 @@ const SHARED_ERRORS: &[(&str, &str)] = &[
 
 fn add_operation_rules(path: &str, method: &str, operation: &mut Map<String, Value>) {
     let list = is_list(operation);
-    let mut errors: Vec<(&str, &str)> =
-        vec![("401", "unauthorized"), ("429", "too_many_requests"), ("500", "internal_server_error"), ("503", "service_unavailable")];
+    let mut statuses: Vec<&str> = vec!["401", "429", "500", "503"];
     if path.contains('{') {
-        errors.push(("404", "not_found"));
+        statuses.push("404");
     }
     match method {
-        "post" | "patch" => errors.extend([
-            ("400", "bad_request"),
-            ("409", "conflict"),
-            ("413", "payload_too_large"),
-            ("415", "unsupported_media_type"),
-            ("422", "unprocessable_entity"),
-        ]),
-        "delete" => errors.push(("409", "conflict")),
-        "get" if list => errors.push(("422", "unprocessable_entity")),
+        "post" | "patch" => statuses.extend(["400", "409", "413", "415", "422"]),
+        "delete" => statuses.push("409"),
+        "get" if list => statuses.push("422"),
         _ => {}
     }
     let responses = operation.entry("responses").or_insert_with(|| json!({}));
-    // An error a handler declares beyond its kind's (a refusal its `#[utoipa::path]` lists)
-    // is published as the shared response of that status, with the error body.
-    let declared: Vec<&str> = SHARED_ERRORS
-        .iter()
-        .filter(|(status, _)| responses.get(*status).is_some() && !errors.iter().any(|(s, _)| s == status))
-        .map(|(status, _)| *status)
-        .collect();
-    for status in declared {
-        if let Some((_, name)) = SHARED_ERRORS.iter().find(|(s, _)| *s == status) {
-            errors.push((status, name));
+    for &(status, name) in SHARED_ERRORS {
+        // An error a handler declares beyond its kind's (a refusal its `#[utoipa::path]` lists)
+        // is published as the shared response of that status too, with the error body.
+        if statuses.contains(&status) || responses.get(status).is_some() {
+            responses[status] = json!({ "$ref": format!("#/components/responses/{name}") });
         }
-    }
-    for (status, name) in errors {
-        responses[status] = json!({ "$ref": format!("#/components/responses/{name}") });
     }
     if method == "post" {
         add_idempotency(operation);

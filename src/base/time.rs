@@ -43,6 +43,19 @@ impl Timestamp {
 /// Length of `YYYY-MM-DDTHH:MM:SS.ffffffZ`.
 const RFC3339_LEN: usize = 27;
 
+/// Whether `text` is a clock time written `HH:MM:SS` (as MT's `as_of_time` fields are).
+pub fn is_clock_time(text: &str) -> bool {
+    text.len() == 8 && time::Time::parse(text, time::macros::format_description!("[hour]:[minute]:[second]")).is_ok()
+}
+
+impl Timestamp {
+    /// The UTC clock time, `HH:MM:SS`.
+    pub fn clock_time(self) -> String {
+        let secs = self.0.div_euclid(1_000_000).rem_euclid(86_400);
+        format!("{:02}:{:02}:{:02}", secs / 3600, secs % 3600 / 60, secs % 60)
+    }
+}
+
 impl Timestamp {
     /// The RFC 3339 text written digit by digit, for years 0 to 9999 (None outside them).
     /// Without a calendar library or `write!`: this runs for every timestamp of every reply
@@ -171,6 +184,16 @@ impl Clock for ShiftedClock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn clock_times_are_hh_mm_ss() {
+        assert_eq!(Timestamp::from_micros(((13 * 60 + 45) * 60 + 30) * 1_000_000 + 999_999).clock_time(), "13:45:30");
+        assert_eq!(Timestamp::from_micros(-1).clock_time(), "23:59:59", "before the epoch: the day before");
+        assert!(is_clock_time("00:00:00") && is_clock_time("23:59:59"));
+        for bad in ["24:00:00", "1:00:00", "12:00", "12:00:00Z", "12:60:00", ""] {
+            assert!(!is_clock_time(bad), "{bad}");
+        }
+    }
 
     #[test]
     fn fast_formatting_agrees_with_the_time_crate() {

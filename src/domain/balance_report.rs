@@ -103,8 +103,7 @@ fn time_or_midnight<'de, D: serde::Deserializer<'de>>(deserializer: D) -> std::r
 fn build(ctx: &Ctx<'_>, new: NewBalanceReport) -> Result<BalanceReport> {
     let report_type = validate::one_of("balance_report_type", &new.balance_report_type, REPORT_TYPES)?;
     super::payment_order::ops::date("as_of_date", &new.as_of_date)?;
-    let clock = time::macros::format_description!("[hour]:[minute]:[second]");
-    if new.as_of_time.len() != 8 || time::Time::parse(&new.as_of_time, clock).is_err() {
+    if !crate::base::time::is_clock_time(&new.as_of_time) {
         return Err(Error::invalid("as_of_time", format!("{:?} is not a time (HH:MM:SS)", new.as_of_time)));
     }
     let balances = new

@@ -339,6 +339,10 @@ pub const TRANSACTION_TYPES: &[&str] = &[
     "other",
 ];
 
+/// A transaction line item's `type`: `originating` for money Payrail sent (and its returns),
+/// `receiving` for money that came in (`transaction::Settles`, and the list's `type` filter).
+pub const LINE_ITEM_TYPES: &[&str] = &["originating", "receiving"];
+
 /// MT's expected payment statuses.
 pub const EXPECTED_PAYMENT_STATUSES: &[&str] = &["archived", "partially_reconciled", "reconciled", "unreconciled"];
 

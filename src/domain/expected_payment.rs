@@ -344,13 +344,13 @@ pub fn normalise_account(number: &str) -> String {
 /// Of the expected payments `transaction` matches, one whose counterparty it confirms first,
 /// then the one created first (ties: the smaller id).
 pub fn best_match<'a>(
-    candidates: &'a [ExpectedPayment],
+    candidates: impl IntoIterator<Item = &'a ExpectedPayment>,
     transaction: &Transaction,
     accounts: &CounterpartyAccounts,
 ) -> Option<&'a ExpectedPayment> {
     let named: Vec<String> = transaction::counterparty_accounts(transaction).iter().map(|n| normalise_account(n)).collect();
     candidates
-        .iter()
+        .into_iter()
         .filter(|e| matches(e, transaction))
         .filter_map(|e| counterparty_fit(e, &named, accounts).map(|fit| (fit, e)))
         .min_by(|(fa, a), (fb, b)| (fa, a.created_at, &a.id).cmp(&(fb, b.created_at, &b.id)))
@@ -426,8 +426,9 @@ impl Reconciler {
             self.pools.insert(key.clone(), found);
         }
         let pool = self.pools.get_mut(&key).ok_or_else(|| Error::internal("a reconciliation pool just loaded"))?;
-        let expected: Vec<ExpectedPayment> = pool.iter().map(|(e, _)| e.clone()).collect();
-        let Some(best_id) = best_match(&expected, transaction, &self.accounts).map(|e| e.id.clone()) else { return Ok(None) };
+        let Some(best_id) = best_match(pool.iter().map(|(e, _)| e), transaction, &self.accounts).map(|e| e.id.clone()) else {
+            return Ok(None);
+        };
         let at = pool.iter().position(|(e, _)| e.id == best_id).ok_or_else(|| Error::internal("a match outside its pool"))?;
         let (best, version) = pool.swap_remove(at);
         stage_reconciled(ctx, batch, transaction, best, version).map(Some)

@@ -60,7 +60,7 @@ enum_schemas! {
     originating_account_type, originating_account_type_or_null => enums::ORIGINATING_ACCOUNT_TYPES;
     delivery_status, delivery_status_or_null => enums::WEBHOOK_DELIVERY_STATUSES;
     transaction_type, transaction_type_or_null => enums::TRANSACTION_TYPES;
-    transaction_line_item_type, transaction_line_item_type_or_null => TRANSACTION_LINE_ITEM_TYPES;
+    transaction_line_item_type, transaction_line_item_type_or_null => enums::LINE_ITEM_TYPES;
     transactable_type, transactable_type_or_null => TRANSACTABLE_TYPES;
     expected_payment_status, expected_payment_status_or_null => enums::EXPECTED_PAYMENT_STATUSES;
     reconciliation_method, reconciliation_method_or_null => RECONCILIATION_METHODS;
@@ -70,9 +70,6 @@ enum_schemas! {
     balance_type, balance_type_or_null => enums::BALANCE_TYPES;
 }
 
-/// A transaction line item's `type`: `originating` for money Payrail sent (and its returns),
-/// `receiving` for money that came in (`transaction::Settles`, and the list's `type` filter).
-const TRANSACTION_LINE_ITEM_TYPES: &[&str] = &["originating", "receiving"];
 /// What a transaction line item settles, when it names it (`transaction::Settles`).
 const TRANSACTABLE_TYPES: &[&str] = &[super::kinds::INCOMING_PAYMENT_DETAIL, super::kinds::PAYMENT_ORDER, super::kinds::RETURN];
 /// How an expected payment was reconciled: Payrail reconciles automatically only.

@@ -35,6 +35,21 @@ pub const COUNTERPARTY_NAME: &str = "counterparty_name";
 pub const COUNTERPARTY_ACCOUNT_NUMBER: &str = "counterparty_account_number";
 pub const COUNTERPARTY_IBAN: &str = "counterparty_iban";
 
+/// Writes the counterparty a statement names into a transaction's `details` (the keys above,
+/// each only when given); [`counterparty_accounts`] reads them back.
+pub fn name_counterparty(details: &mut serde_json::Map<String, serde_json::Value>, party: &super::bank_answer::Party) {
+    let named = [
+        (COUNTERPARTY_NAME, &party.name),
+        (COUNTERPARTY_IBAN, &party.account.iban),
+        (COUNTERPARTY_ACCOUNT_NUMBER, &party.account.account_number),
+    ];
+    for (key, value) in named {
+        if let Some(value) = value {
+            details.insert(key.into(), value.clone().into());
+        }
+    }
+}
+
 /// The account numbers and IBANs the bank named `transaction`'s counterparty with.
 pub fn counterparty_accounts(transaction: &Transaction) -> Vec<&str> {
     [COUNTERPARTY_IBAN, COUNTERPARTY_ACCOUNT_NUMBER].into_iter().filter_map(|key| transaction.details.get(key)?.as_str()).collect()
@@ -434,7 +449,7 @@ pub struct LineItemFilter {
 }
 
 pub async fn list_line_items(ctx: &Ctx<'_>, filter: &LineItemFilter, page: PageSpec) -> Result<ListedPage> {
-    let line_type = filter.line_type.as_deref().map(|t| validate::one_of("type", t, &["originating", "receiving"])).transpose()?;
+    let line_type = filter.line_type.as_deref().map(|t| validate::one_of("type", t, super::enums::LINE_ITEM_TYPES)).transpose()?;
     let filters: Vec<Filter> = [
         listing::any_id(&filter.ids),
         listing::eq("transaction_id", filter.transaction_id.as_deref()),

@@ -278,7 +278,7 @@ impl Staging<'_, '_> {
         for ((account, date), (time, balances)) in std::mem::take(&mut self.balances) {
             // A statement that gives no time at all (its mandatory CreDtTm missing) is as of
             // when Payrail read it, in UTC.
-            let as_of_time = time.unwrap_or_else(|| self.ctx.now.to_string()[11..19].to_owned());
+            let as_of_time = time.unwrap_or_else(|| self.ctx.now.clock_time());
             let new = NewBalanceReport {
                 internal_account_id: account,
                 balance_report_type: report_type.into(),
@@ -308,16 +308,7 @@ fn new_transaction(entry: &StatementEntry, internal_account_id: String) -> NewTr
         details.insert("reversal".into(), true.into());
     }
     if let Some(party) = &entry.counterparty {
-        let named = [
-            (transaction::COUNTERPARTY_NAME, &party.name),
-            (transaction::COUNTERPARTY_IBAN, &party.account.iban),
-            (transaction::COUNTERPARTY_ACCOUNT_NUMBER, &party.account.account_number),
-        ];
-        for (key, value) in named {
-            if let Some(value) = value {
-                details.insert(key.into(), value.clone().into());
-            }
-        }
+        transaction::name_counterparty(&mut details, party);
     }
     NewTransaction {
         internal_account_id,

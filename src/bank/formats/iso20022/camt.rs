@@ -534,11 +534,8 @@ impl<W: Write> CamtWriter<W> {
         let code = balance_code(&balance.balance_type)
             .ok_or_else(|| Error::invalid("balance_type", format!("{} has no ISO balance code", balance.balance_type)))?;
         self.check_currency(balance.currency)?;
-        if let Some(time) = &balance.as_of_time {
-            let parsed = iso_time(&format!("{}T{time}", balance.as_of_date)).map_err(|why| Error::invalid("as_of_time", why))?;
-            if parsed.as_deref() != Some(time.as_str()) {
-                return Err(Error::invalid("as_of_time", format!("{time:?} is not a time (HH:MM:SS)")));
-            }
+        if let Some(time) = balance.as_of_time.as_deref().filter(|t| !crate::base::time::is_clock_time(t)) {
+            return Err(Error::invalid("as_of_time", format!("{time:?} is not a time (HH:MM:SS)")));
         }
         let amount = decimal(balance.amount.unsigned_abs(), balance.currency)?;
         let xml = &mut self.xml;

@@ -188,10 +188,10 @@ pub fn iso_date(text: &str) -> Result<String, String> {
 /// fraction: `2026-07-02T23:00:00.5+02:00` is `23:00:00`; `None` for a date alone.
 pub fn iso_time(text: &str) -> Result<Option<String>, String> {
     let Some((_, rest)) = text.split_once('T') else { return Ok(None) };
-    let clock = rest.get(..8).ok_or_else(|| format!("{text:?} is not a date-time"))?;
-    let format = time::macros::format_description!("[hour]:[minute]:[second]");
-    time::Time::parse(clock, format).map_err(|_| format!("{text:?} is not a date-time"))?;
-    Ok(Some(clock.to_owned()))
+    match rest.get(..8).filter(|clock| crate::base::time::is_clock_time(clock)) {
+        Some(clock) => Ok(Some(clock.to_owned())),
+        None => Err(format!("{text:?} is not a date-time")),
+    }
 }
 
 #[cfg(test)]
