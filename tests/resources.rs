@@ -634,6 +634,38 @@ async fn a3_tenant_isolation() {
 }
 }
 
+on_both_stores! {
+/// Reads made at the same moment by three tenants (on PostgreSQL they are answered together, in
+/// one statement per group): each sees its own counterparty with its own accounts, and every
+/// other tenant's id answers 404.
+#[tokio::test]
+async fn a3_concurrent_reads_of_three_tenants_each_see_only_their_own() {
+    let server = TestServer::start().await;
+    let keys = [server.key().await, server.key_for("default", Mode::Live).await, server.key_for("org-b", Mode::Sandbox).await];
+    let mut owned = Vec::new();
+    for (i, key) in keys.iter().enumerate() {
+        let accounts = if key.secret.starts_with("pr_live_") { json!([]) } else { json!([aba_account(&format!("55500{i}"))]) };
+        let cp = create(&server, "/api/counterparties", key, json!({"name": format!("Tenant {i}"), "accounts": accounts})).await;
+        owned.push(cp);
+    }
+    let reads = (0..144).map(|n| {
+        let (reader, target) = (n % 3, (n / 3) % 3);
+        let server = &server;
+        let key = &keys[reader];
+        let path = format!("/api/counterparties/{}", id(&owned[target]));
+        async move { (reader, target, status_of(server.get(&path, key)).await) }
+    });
+    for (reader, target, (status, body)) in futures_util::future::join_all(reads).await {
+        if reader == target {
+            assert_eq!(status, 200, "tenant {reader} reads its own: {body}");
+            assert_eq!(body, owned[reader], "tenant {reader} reads exactly its own counterparty and accounts");
+        } else {
+            assert_error(status, &body, 404, "resource_not_found");
+        }
+    }
+}
+}
+
 // ---------------------------------------------------------------------------------------------
 // L1: pagination
 // ---------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ mod key_watch;
 mod ledger;
 mod migrations;
 mod queue;
+mod reads;
 mod writes;
 
 use std::sync::{Arc, OnceLock};
@@ -58,6 +59,8 @@ pub struct PostgresStore {
     group: group::Queue,
     /// Idempotency claims of concurrent requests, taken together (see `claims`).
     claims: claims::Queue,
+    /// Lookups by id of concurrent requests, made together (see `reads`).
+    reads: reads::Queue,
     /// The health probe in flight, shared by `/healthz` callers. It runs to its end even when
     /// they stop waiting (they wait under a second), so a probe that must try the URL's next
     /// host, one connect timeout after the hung one, gets there: a server that no request
@@ -125,6 +128,7 @@ impl PostgresStore {
         let db = Db { pool, deadline: options.call_timeout };
         let group = group::start(db.clone());
         let claims = claims::start(db.clone());
+        let reads = reads::start(db.clone());
         Ok(PostgresStore {
             db,
             hasher: KeyHasher::new(pepper),
@@ -135,6 +139,7 @@ impl PostgresStore {
             probe: tokio::sync::Mutex::new(None),
             group,
             claims,
+            reads,
         })
     }
 
@@ -384,13 +389,7 @@ impl Store for PostgresStore {
     }
 
     async fn get(&self, kind: &'static str, scope: &Scope, id: &str) -> Result<Option<StoredObject>> {
-        let rows = self
-            .query(
-                "SELECT id, parent_id, version, doc FROM objects WHERE id = $1 AND kind = $2 AND org_id = $3 AND live_mode = $4",
-                &[&id, &kind, &scope.organization_id, &scope.live_mode],
-            )
-            .await?;
-        Ok(rows.first().map(stored_object))
+        Ok(reads::submit(&self.reads, reads::Read::by_id(kind, scope, id)).await?.pop())
     }
 
     async fn list(&self, query: &ListQuery) -> Result<Page> {
@@ -411,14 +410,7 @@ impl Store for PostgresStore {
         if parent_ids.is_empty() {
             return Ok(Vec::new());
         }
-        let rows = self
-            .query(
-                "SELECT id, parent_id, version, doc FROM objects
-                 WHERE kind = $1 AND org_id = $2 AND live_mode = $3 AND parent_id = ANY($4) ORDER BY seq",
-                &[&kind, &scope.organization_id, &scope.live_mode, &parent_ids],
-            )
-            .await?;
-        Ok(rows.iter().map(stored_object).collect())
+        reads::submit(&self.reads, reads::Read::children(kind, scope, parent_ids)).await
     }
 
     async fn api_key_by_hash(&self, hash: &KeyHash) -> Result<Option<FoundKey>> {

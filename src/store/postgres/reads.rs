@@ -1,0 +1,179 @@
+//! Reads by id and by parent on PostgreSQL, many concurrent ones answered by one statement each.
+//!
+//! These are the commonest statements Payrail sends: every GET reads an object by id (and a
+//! counterparty its accounts by parent), and every create reads the objects it refers to. On a
+//! small machine PostgreSQL's cost is per statement, not per row, so these reads wait here and a
+//! few reader tasks each take whatever is waiting and answer it with at most two statements
+//! (`id = ANY($1)` and `parent_id = ANY($1)`), pipelined on one connection. A lone read goes
+//! out at once (a free reader takes it); under load the groups grow while the readers are busy,
+//! as the claims and the group commit do. Each read still gets exactly what it would have got
+//! alone: the statements run after it was queued, so they see every write acknowledged before
+//! it, and the kind, organization and mode are checked per read (another tenant's object reads
+//! as missing).
+
+use std::collections::HashMap;
+
+use tokio_postgres::Row;
+
+use super::{Db, db_err, queue, stored_object, within};
+use crate::error::{Error, Result};
+use crate::store::{Scope, StoredObject};
+
+/// Reads in one group at most.
+const GROUP_MAX: usize = 64;
+/// Reader tasks: while one group is in the database, the next is being gathered.
+const READERS: usize = 4;
+
+const COLUMNS: &str = "o.id, o.parent_id, o.version, o.doc, o.kind, o.org_id, o.live_mode";
+
+/// One read, in the organization and mode of the caller.
+pub struct Read {
+    kind: &'static str,
+    organization_id: String,
+    live_mode: bool,
+    target: Target,
+}
+
+enum Target {
+    /// The object with this id.
+    Id(String),
+    /// The objects whose parent is one of these, oldest first.
+    Parents(Vec<String>),
+}
+
+impl Read {
+    pub fn by_id(kind: &'static str, scope: &Scope, id: &str) -> Self {
+        Read::new(kind, scope, Target::Id(id.to_owned()))
+    }
+
+    pub fn children(kind: &'static str, scope: &Scope, parent_ids: &[String]) -> Self {
+        Read::new(kind, scope, Target::Parents(parent_ids.to_vec()))
+    }
+
+    fn new(kind: &'static str, scope: &Scope, target: Target) -> Self {
+        Read { kind, organization_id: scope.organization_id.clone(), live_mode: scope.live_mode, target }
+    }
+
+    /// Whether `row` is in this read's kind, organization and mode.
+    fn sees(&self, row: &Row) -> bool {
+        row.get::<_, &str>(4) == self.kind && row.get::<_, &str>(5) == self.organization_id && row.get::<_, bool>(6) == self.live_mode
+    }
+}
+
+pub type Queue = queue::Queue<Read, Vec<StoredObject>>;
+type Job = queue::Job<Read, Vec<StoredObject>>;
+
+/// Starts the readers; they stop when the queue's last sender is dropped.
+pub fn start(db: Db) -> Queue {
+    let (tx, jobs) = queue::channel();
+    for _ in 0..READERS {
+        tokio::spawn(reader(db.clone(), jobs.clone()));
+    }
+    tx
+}
+
+pub async fn submit(queue: &Queue, read: Read) -> Result<Vec<StoredObject>> {
+    queue::submit(queue, read, "reader").await
+}
+
+async fn reader(db: Db, jobs: queue::Jobs<Read, Vec<StoredObject>>) {
+    loop {
+        let mut group = Vec::new();
+        if !queue::gather(&jobs, &mut group, GROUP_MAX).await {
+            return;
+        }
+        answer(&db, group).await;
+    }
+}
+
+async fn answer(db: &Db, group: Vec<Job>) {
+    let mut ids: Vec<&str> = Vec::new();
+    let mut parents: Vec<(&str, &str)> = Vec::new();
+    for job in &group {
+        match &job.item.target {
+            Target::Id(id) => ids.push(id),
+            Target::Parents(of) => parents.extend(of.iter().map(|parent| (parent.as_str(), job.item.kind))),
+        }
+    }
+    let found = match look_up(db, distinct(ids), distinct(parents)).await {
+        Ok(found) => found,
+        Err(err) => {
+            for job in group {
+                let _ = job.done.send(Err(each(&err)));
+            }
+            return;
+        }
+    };
+    let answers: Vec<Vec<StoredObject>> = group.iter().map(|job| found.answer(&job.item)).collect();
+    for (job, answer) in group.into_iter().zip(answers) {
+        let _ = job.done.send(Ok(answer));
+    }
+}
+
+fn distinct<T: Ord>(mut values: Vec<T>) -> Vec<T> {
+    values.sort_unstable();
+    values.dedup();
+    values
+}
+
+/// The rows a group's statements returned.
+struct Found {
+    by_id: HashMap<String, Row>,
+    /// Oldest first.
+    children: Vec<Row>,
+}
+
+impl Found {
+    fn answer(&self, read: &Read) -> Vec<StoredObject> {
+        match &read.target {
+            Target::Id(id) => self.by_id.get(id).filter(|row| read.sees(row)).map(stored_object).into_iter().collect(),
+            Target::Parents(of) => self
+                .children
+                .iter()
+                .filter(|row| read.sees(row) && row.get::<_, Option<&str>>(1).is_some_and(|parent| of.iter().any(|p| p == parent)))
+                .map(stored_object)
+                .collect(),
+        }
+    }
+}
+
+/// `parents` are (parent id, kind) pairs, each once.
+async fn look_up(db: &Db, ids: Vec<&str>, parents: Vec<(&str, &str)>) -> Result<Found> {
+    let client = db.get().await?;
+    let outcome = within(db.deadline, async {
+        let by_id = async {
+            if ids.is_empty() {
+                return Ok(Vec::new());
+            }
+            let statement =
+                client.prepare_cached(&format!("SELECT {COLUMNS} FROM objects o WHERE o.id = ANY($1)")).await.map_err(db_err)?;
+            client.query(&statement, &[&ids]).await.map_err(db_err)
+        };
+        let children = async {
+            if parents.is_empty() {
+                return Ok(Vec::new());
+            }
+            let sql = format!(
+                "SELECT {COLUMNS} FROM objects o JOIN unnest($1::text[], $2::text[]) AS r(parent, kind)
+                 ON o.parent_id = r.parent AND o.kind = r.kind ORDER BY o.seq"
+            );
+            let (of, kinds): (Vec<&str>, Vec<&str>) = parents.iter().copied().unzip();
+            let statement = client.prepare_cached(&sql).await.map_err(db_err)?;
+            client.query(&statement, &[&of, &kinds]).await.map_err(db_err)
+        };
+        // Both on the one connection, pipelined: one round trip, not two.
+        let (by_id, children) = tokio::try_join!(by_id, children)?;
+        let by_id = by_id.into_iter().map(|row| (row.get::<_, String>(0), row)).collect();
+        Ok(Found { by_id, children })
+    })
+    .await;
+    db.settle(client, outcome)
+}
+
+/// The group's failure, for each of its reads: a database out of reach is 503 for all.
+fn each(err: &Error) -> Error {
+    match err {
+        Error::Unavailable { message, retry_after_s } => Error::Unavailable { message: message.clone(), retry_after_s: *retry_after_s },
+        other => Error::internal(crate::error::chain(other)),
+    }
+}
