@@ -24,7 +24,18 @@ const GROUP_MAX: usize = 64;
 /// Reader tasks: while one group is in the database, the next is being gathered.
 const READERS: usize = 4;
 
-const COLUMNS: &str = "o.id, o.parent_id, o.version, o.doc, o.kind, o.org_id, o.live_mode";
+// Both statements walk their input and look each entry up by index, whatever the planner
+// believes of the table's size: a prepared statement keeps its generic plan, and one made while
+// `objects` was small (a fresh database) chose a hash join over a scan of the whole table, which
+// stayed chosen as the table grew (GETs at 400/s instead of 19,000). `OFFSET 0` keeps each
+// lookup a subquery, so the join cannot be turned around.
+const BY_IDS: &str = "SELECT o.id, o.parent_id, o.version, o.doc, o.kind, o.org_id, o.live_mode
+     FROM unnest($1::text[]) AS r(id)
+     CROSS JOIN LATERAL (SELECT * FROM objects x WHERE x.id = r.id OFFSET 0) o";
+const BY_PARENTS: &str = "SELECT o.id, o.parent_id, o.version, o.doc, o.kind, o.org_id, o.live_mode
+     FROM unnest($1::text[], $2::text[]) AS r(parent, kind)
+     CROSS JOIN LATERAL (SELECT * FROM objects x WHERE x.parent_id = r.parent AND x.kind = r.kind OFFSET 0) o
+     ORDER BY o.seq";
 
 /// One read, in the organization and mode of the caller.
 pub struct Read {
@@ -145,20 +156,15 @@ async fn look_up(db: &Db, ids: Vec<&str>, parents: Vec<(&str, &str)>) -> Result<
             if ids.is_empty() {
                 return Ok(Vec::new());
             }
-            let statement =
-                client.prepare_cached(&format!("SELECT {COLUMNS} FROM objects o WHERE o.id = ANY($1)")).await.map_err(db_err)?;
+            let statement = client.prepare_cached(BY_IDS).await.map_err(db_err)?;
             client.query(&statement, &[&ids]).await.map_err(db_err)
         };
         let children = async {
             if parents.is_empty() {
                 return Ok(Vec::new());
             }
-            let sql = format!(
-                "SELECT {COLUMNS} FROM objects o JOIN unnest($1::text[], $2::text[]) AS r(parent, kind)
-                 ON o.parent_id = r.parent AND o.kind = r.kind ORDER BY o.seq"
-            );
             let (of, kinds): (Vec<&str>, Vec<&str>) = parents.iter().copied().unzip();
-            let statement = client.prepare_cached(&sql).await.map_err(db_err)?;
+            let statement = client.prepare_cached(BY_PARENTS).await.map_err(db_err)?;
             client.query(&statement, &[&of, &kinds]).await.map_err(db_err)
         };
         // Both on the one connection, pipelined: one round trip, not two.
