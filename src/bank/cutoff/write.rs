@@ -62,7 +62,8 @@ pub async fn to_path(store: &dyn Store, scope: &Scope, file: &BankFile, path: &P
     let written = write_tmp(store, scope, file, &tmp).await;
     match written {
         Ok(written) => {
-            std::fs::rename(&tmp, path).map_err(|e| io_err(&format!("renaming {}", tmp.display()), e))?;
+            let (from, to) = (tmp.clone(), path.to_path_buf());
+            blocking(move || std::fs::rename(from, to)).await.map_err(|e| io_err(&format!("renaming {}", tmp.display()), e))?;
             Ok(written)
         }
         Err(err) => {
@@ -78,8 +79,15 @@ async fn write_tmp(store: &dyn Store, scope: &Scope, file: &BankFile, tmp: &Path
     let out = render(store, scope, file, out).await?;
     let written = Written { sha256: hex(&out.hasher.finalize()), size_bytes: out.bytes };
     let sink = out.inner.into_inner().map_err(|e| io_err("flushing the spool file", e.into_error()))?;
-    sink.sync_all().map_err(|e| io_err("flushing the spool file", e))?;
+    // Off the runtime's threads: an fsync of a large file can take a second while the disk is
+    // busy, and the API's requests are served on those threads.
+    blocking(move || sink.sync_all()).await.map_err(|e| io_err("flushing the spool file", e))?;
     Ok(written)
+}
+
+/// Runs a blocking file operation on tokio's blocking pool.
+async fn blocking(op: impl FnOnce() -> std::io::Result<()> + Send + 'static) -> std::io::Result<()> {
+    tokio::task::spawn_blocking(op).await.unwrap_or_else(|join| Err(std::io::Error::other(join)))
 }
 
 pub fn hex(bytes: &[u8]) -> String {
