@@ -229,15 +229,18 @@ pub async fn create(ctx: &Ctx<'_>, commit: &dyn Commit, input: &PaymentOrderInpu
     let originating_id = Id::parse("originating_account_id", required(&input.originating_account_id, "originating_account_id")?)?;
     check_line_items(input, total)?;
     let mut batch = WriteBatch::new();
-    let originating = ctx
-        .store
-        .get(internal_account::KIND, ctx.scope, originating_id.as_str())
-        .await?
+    // Both accounts are read at once (on PostgreSQL, in one round trip); the originating
+    // account's refusal still comes first.
+    let (originating, receiving) = tokio::join!(
+        ctx.store.get(internal_account::KIND, ctx.scope, originating_id.as_str()),
+        receiving(ctx, &mut batch, input, payment_type)
+    );
+    let originating = originating?
         .ok_or_else(|| Error::invalid("originating_account_id", "originating_account_id does not name an existing internal account"))?;
     let originating = internal_account::parse(&originating)?;
     require(&mut batch, ctx, internal_account::KIND, originating_id.as_str(), "originating_account_id");
     let currency = order_currency(input.currency.as_deref(), originating.currency)?;
-    let receiving = receiving(ctx, &mut batch, input, payment_type).await?;
+    let receiving = receiving?;
     let party = receiving.party.clone();
     let mut order = build(ctx, input, Built { payment_type, total, direction, originating_id, currency, receiving })?;
     if let (Some(rails), Some(party)) = (ctx.rails, &party) {
