@@ -162,11 +162,22 @@ async fn write_group(client: &deadpool_postgres::Object, group: &[Job], outcomes
             *outcome = Some(Err(abandoned()));
         }
     }
+    // The objects go in before the ledger's accounts are locked: they lock nothing another
+    // group waits for, so the account rows (a hot account's above all) are held only for the
+    // ledger's own writes and the COMMIT. The few batches the ledger then refuses take theirs
+    // back out, in the same transaction, so nobody ever sees them.
+    let admitted: Vec<usize> = (0..group.len()).filter(|i| outcomes[*i].is_none()).collect();
+    let batches: Vec<&WriteBatch> = admitted.iter().map(|i| &group[*i].item).collect();
+    if !batches.iter().any(|batch| batch.writes.iter().any(is_ledger_write)) {
+        let (objects, replies) = tokio::join!(insert_objects(client, &batches), insert_replies(client, &batches));
+        return objects.and(replies);
+    }
+    insert_objects(client, &batches).await?;
     apply_ledger(client, group, outcomes).await?;
+    let refused: Vec<&WriteBatch> = admitted.iter().filter(|i| outcomes[**i].is_some()).map(|i| &group[*i].item).collect();
+    withdraw_objects(client, &refused).await?;
     let admitted: Vec<&WriteBatch> = group.iter().zip(outcomes.iter()).filter(|(_, o)| o.is_none()).map(|(job, _)| &job.item).collect();
-    let (objects, replies) = tokio::join!(insert_objects(client, &admitted), insert_replies(client, &admitted));
-    objects?;
-    replies
+    insert_replies(client, &admitted).await
 }
 
 /// The group's ledger writes (SPEC G4, G6): unique keys checked, then every posting applied in
@@ -223,6 +234,10 @@ async fn apply_ledger(client: &deadpool_postgres::Object, group: &[Job], outcome
     ledger::insert_postings(client, &lines_out, &versions_out).await?;
     ledger::take_keys(client, &claimed.into_iter().collect::<Vec<_>>()).await?;
     ledger::open_all(client, &opens).await
+}
+
+fn is_ledger_write(write: &Write) -> bool {
+    matches!(write, Write::LedgerPost { .. } | Write::LedgerOpen { .. } | Write::Unique { .. })
 }
 
 /// A batch's unique keys: (key, parameter, message).
@@ -325,6 +340,30 @@ async fn insert_objects(client: &deadpool_postgres::Object, batches: &[&WriteBat
         })
         .collect();
     writes::insert_many(client, &records).await
+}
+
+/// Deletes, with their terms, the objects `batches` inserted earlier in this transaction.
+async fn withdraw_objects(client: &deadpool_postgres::Object, batches: &[&WriteBatch]) -> Result<()> {
+    let ids: Vec<&str> = batches
+        .iter()
+        .flat_map(|b| b.writes.iter())
+        .filter_map(|w| match w {
+            Write::Insert(record) => Some(record.id.as_str()),
+            _ => None,
+        })
+        .collect();
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let statement = client
+        .prepare_cached(
+            "WITH gone AS (DELETE FROM objects WHERE id = ANY($1) RETURNING seq)
+             DELETE FROM object_terms WHERE object_seq IN (SELECT seq FROM gone)",
+        )
+        .await
+        .map_err(db_err)?;
+    client.execute(&statement, &[&ids]).await.map_err(db_err)?;
+    Ok(())
 }
 
 async fn insert_replies(client: &deadpool_postgres::Object, batches: &[&WriteBatch]) -> Result<()> {
