@@ -443,6 +443,45 @@ on_both_stores! {
         assert_eq!(listed.as_array().unwrap().len(), 1);
     }
 
+    /// Racing writers with one external_id (on PostgreSQL they share group commits, whose
+    /// unguarded postings write their documents before the verdict): one wins, and nothing of
+    /// the others is left anywhere: no transaction, no entry, no event, no version.
+    #[tokio::test]
+    async fn g2_racing_transactions_with_one_external_id_leave_exactly_one() {
+        let server = TestServer::start().await;
+        let key = server.key().await;
+        let ledger = ledger(&server, &key).await;
+        let (a, b) = (account(&server, &key, &ledger, "credit").await, account(&server, &key, &ledger, "debit").await);
+        let body = json!({"status": "posted", "external_id": "race-1", "ledger_entries": [entry(&a, "credit", 7), entry(&b, "debit", 7)]});
+        let posts = (0..24).map(|_| {
+            let (server, key, body) = (&server, &key, &body);
+            async move { json(server.post("/api/ledger_transactions", key, body).send().await.unwrap()).await }
+        });
+        let replies = futures_util::future::join_all(posts).await;
+        let won: Vec<&Value> = replies.iter().filter(|(status, _)| *status == 201).map(|(_, body)| body).collect();
+        assert_eq!(won.len(), 1, "exactly one wins: {replies:?}");
+        for (status, reply) in replies.iter().filter(|(status, _)| *status != 201) {
+            assert_error(*status, reply, 422, "parameter_invalid");
+            assert_eq!(reply["errors"]["parameter"], "external_id");
+        }
+        let winner = won[0]["id"].as_str().unwrap();
+        let listed = get(&server, &key, &format!("/api/ledger_transactions?ledger_id={ledger}")).await;
+        let ids: Vec<&str> = listed.as_array().unwrap().iter().map(|t| t["id"].as_str().unwrap()).collect();
+        assert_eq!(ids, [winner], "only the winner is listed");
+        for account in [&a, &b] {
+            let entries = get(&server, &key, &format!("/api/ledger_entries?ledger_account_id={account}")).await;
+            assert_eq!(entries.as_array().unwrap().len(), 1, "one entry on {account}: {entries}");
+            let doc = get(&server, &key, &format!("/api/ledger_accounts/{account}")).await;
+            assert_eq!(doc["lock_version"], 1, "{doc}");
+        }
+        assert_eq!(amounts(&server, &key, &a, "").await, (7, 7, 7));
+        let events = get(&server, &key, "/api/events?resource=ledger_transaction").await;
+        let about: BTreeSet<&str> = events.as_array().unwrap().iter().map(|e| e["entity_id"].as_str().unwrap()).collect();
+        assert_eq!(about, BTreeSet::from([winner]), "events only of the winner: {events}");
+        let versions = get(&server, &key, &format!("/api/ledger_transactions/{winner}/versions")).await;
+        assert_eq!(versions.as_array().unwrap().len(), 1, "{versions}");
+    }
+
     #[tokio::test]
     async fn g1_versions_filter_by_version_range_and_created_at_as_the_sdks_send_them() {
         let server = TestServer::start().await;

@@ -162,22 +162,32 @@ async fn write_group(client: &deadpool_postgres::Object, group: &[Job], outcomes
             *outcome = Some(Err(abandoned()));
         }
     }
-    // The objects go in before the ledger's accounts are locked: they lock nothing another
-    // group waits for, so the account rows (a hot account's above all) are held only for the
-    // ledger's own writes and the COMMIT. The few batches the ledger then refuses take theirs
-    // back out, in the same transaction, so nobody ever sees them.
     let admitted: Vec<usize> = (0..group.len()).filter(|i| outcomes[*i].is_none()).collect();
     let batches: Vec<&WriteBatch> = admitted.iter().map(|i| &group[*i].item).collect();
     if !batches.iter().any(|batch| batch.writes.iter().any(is_ledger_write)) {
         let (objects, replies) = tokio::join!(insert_objects(client, &batches), insert_replies(client, &batches));
         return objects.and(replies);
     }
-    insert_objects(client, &batches).await?;
+    // Postings without balance conditions or lock versions are refused only by a taken
+    // external_id, which is rare: their objects go in before the ledger's accounts are locked
+    // (they lock nothing another group waits for), so the account rows, a hot account's above
+    // all, are held only for the ledger's own writes and the COMMIT. A batch the ledger refuses
+    // after all takes its objects back out, in the same transaction, so nobody sees them. Guarded
+    // postings are refused often (an account drained by a race), so theirs wait for the verdict.
+    let early = !batches.iter().any(|batch| batch.writes.iter().any(is_guarded_post));
+    if early {
+        insert_objects(client, &batches).await?;
+    }
     apply_ledger(client, group, outcomes).await?;
     let refused: Vec<&WriteBatch> = admitted.iter().filter(|i| outcomes[**i].is_some()).map(|i| &group[*i].item).collect();
-    withdraw_objects(client, &refused).await?;
     let admitted: Vec<&WriteBatch> = group.iter().zip(outcomes.iter()).filter(|(_, o)| o.is_none()).map(|(job, _)| &job.item).collect();
-    insert_replies(client, &admitted).await
+    if early {
+        withdraw_objects(client, &refused).await?;
+        insert_replies(client, &admitted).await
+    } else {
+        let (objects, replies) = tokio::join!(insert_objects(client, &admitted), insert_replies(client, &admitted));
+        objects.and(replies)
+    }
 }
 
 /// The group's ledger writes (SPEC G4, G6): unique keys checked, then every posting applied in
@@ -234,6 +244,10 @@ async fn apply_ledger(client: &deadpool_postgres::Object, group: &[Job], outcome
     ledger::insert_postings(client, &lines_out, &versions_out).await?;
     ledger::take_keys(client, &claimed.into_iter().collect::<Vec<_>>()).await?;
     ledger::open_all(client, &opens).await
+}
+
+fn is_guarded_post(write: &Write) -> bool {
+    matches!(write, Write::LedgerPost { guards, .. } if !guards.is_empty())
 }
 
 fn is_ledger_write(write: &Write) -> bool {
