@@ -162,30 +162,28 @@ async fn write_group(client: &deadpool_postgres::Object, group: &[Job], outcomes
             *outcome = Some(Err(abandoned()));
         }
     }
-    let admitted: Vec<usize> = (0..group.len()).filter(|i| outcomes[*i].is_none()).collect();
-    let batches: Vec<&WriteBatch> = admitted.iter().map(|i| &group[*i].item).collect();
-    if !batches.iter().any(|batch| batch.writes.iter().any(is_ledger_write)) {
-        let (objects, replies) = tokio::join!(insert_objects(client, &batches), insert_replies(client, &batches));
-        return objects.and(replies);
-    }
     // Postings without balance conditions or lock versions are refused only by a taken
     // external_id, which is rare: their objects go in before the ledger's accounts are locked
     // (they lock nothing another group waits for), so the account rows, a hot account's above
     // all, are held only for the ledger's own writes and the COMMIT. A batch the ledger refuses
     // after all takes its objects back out, in the same transaction, so nobody sees them. Guarded
-    // postings are refused often (an account drained by a race), so theirs wait for the verdict.
-    let early = !batches.iter().any(|batch| batch.writes.iter().any(is_guarded_post));
+    // postings are refused often (an account drained by a race), so theirs wait for the verdict,
+    // as do the objects of a group that locks no account.
+    let batches = |indices: &[usize]| -> Vec<&WriteBatch> { indices.iter().map(|i| &group[*i].item).collect() };
+    let admitted: Vec<usize> = (0..group.len()).filter(|i| outcomes[*i].is_none()).collect();
+    let writes = || admitted.iter().flat_map(|i| group[*i].item.writes.iter());
+    let early = writes().any(|w| matches!(w, Write::LedgerPost { .. })) && !writes().any(is_guarded_post);
     if early {
-        insert_objects(client, &batches).await?;
+        insert_objects(client, &batches(&admitted)).await?;
     }
     apply_ledger(client, group, outcomes).await?;
-    let refused: Vec<&WriteBatch> = admitted.iter().filter(|i| outcomes[**i].is_some()).map(|i| &group[*i].item).collect();
-    let admitted: Vec<&WriteBatch> = group.iter().zip(outcomes.iter()).filter(|(_, o)| o.is_none()).map(|(job, _)| &job.item).collect();
+    let (kept, refused): (Vec<usize>, Vec<usize>) = admitted.iter().partition(|i| outcomes[**i].is_none());
+    let (kept, refused) = (batches(&kept), batches(&refused));
     if early {
         withdraw_objects(client, &refused).await?;
-        insert_replies(client, &admitted).await
+        insert_replies(client, &kept).await
     } else {
-        let (objects, replies) = tokio::join!(insert_objects(client, &admitted), insert_replies(client, &admitted));
+        let (objects, replies) = tokio::join!(insert_objects(client, &kept), insert_replies(client, &kept));
         objects.and(replies)
     }
 }
@@ -248,10 +246,6 @@ async fn apply_ledger(client: &deadpool_postgres::Object, group: &[Job], outcome
 
 fn is_guarded_post(write: &Write) -> bool {
     matches!(write, Write::LedgerPost { guards, .. } if !guards.is_empty())
-}
-
-fn is_ledger_write(write: &Write) -> bool {
-    matches!(write, Write::LedgerPost { .. } | Write::LedgerOpen { .. } | Write::Unique { .. })
 }
 
 /// A batch's unique keys: (key, parameter, message).

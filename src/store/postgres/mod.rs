@@ -59,7 +59,7 @@ pub struct PostgresStore {
     group: group::Queue,
     /// Idempotency claims of concurrent requests, taken together (see `claims`).
     claims: claims::Queue,
-    /// Lookups by id of concurrent requests, made together (see `reads`).
+    /// Lookups by id and by parent of concurrent requests, made together (see `reads`).
     reads: reads::Queue,
     /// The health probe in flight, shared by `/healthz` callers. It runs to its end even when
     /// they stop waiting (they wait under a second), so a probe that must try the URL's next

@@ -4,7 +4,7 @@
 //! counterparty its accounts by parent), and every create reads the objects it refers to. On a
 //! small machine PostgreSQL's cost is per statement, not per row, so these reads wait here and a
 //! few reader tasks each take whatever is waiting and answer it with at most two statements
-//! (`id = ANY($1)` and `parent_id = ANY($1)`), pipelined on one connection. A lone read goes
+//! (one for the ids, one for the parents), pipelined on one connection. A lone read goes
 //! out at once (a free reader takes it); under load the groups grow while the readers are busy,
 //! as the claims and the group commit do. Each read still gets exactly what it would have got
 //! alone: the statements run after it was queued, so they see every write acknowledged before
