@@ -336,6 +336,13 @@ pub trait Store: Send + Sync + 'static {
         BULK_CHUNK_DEFAULT
     }
 
+    /// Independent bulk commits (each under its own version guards) a worker may have in
+    /// flight at once. One on a store with one writer: a second would only queue behind the
+    /// first, and API writes behind both.
+    fn bulk_in_flight(&self) -> usize {
+        1
+    }
+
     async fn get(&self, kind: &'static str, scope: &Scope, id: &str) -> Result<Option<StoredObject>>;
 
     async fn list(&self, query: &ListQuery) -> Result<Page>;

@@ -13,7 +13,7 @@
 //! attempt (with the next one's time, backing off), and writes an event (resource `bank_file`,
 //! `upload_failed`) and a log line.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 
 use super::Run;
@@ -125,33 +125,57 @@ pub async fn spool_of_written(store: &dyn Store, scope: &Scope, data_dir: &Path,
 }
 
 /// Moves the file's orders that are still `processing` in it to `sent`, a part at a time, in
-/// the file's order (which gives each ACH order its trace number). One part's commit is in
-/// flight while the next is read and prepared.
+/// the file's order (which gives each ACH order its trace number). Parts' commits are
+/// independent (each order guarded by the version read), so up to the store's
+/// [`Store::bulk_in_flight`] of them are in flight while the next part is read and prepared. A
+/// failed one fails the step; the parts that committed stay `sent` and a retry skips them.
 async fn mark_sent(run: &Run<'_>, file: &BankFile) -> Result<()> {
     let odfi = match Rail::parse(&file.rail) {
         Some(Rail::Ach) => Some(write::ach_header(file)?.immediate_destination.institution().to_owned()),
         _ => None,
     };
+    let depth = run.store.bulk_in_flight().max(1);
+    let mut in_flight: VecDeque<tokio::task::JoinHandle<Result<()>>> = VecDeque::with_capacity(depth);
+    let sent = send_parts(run, file, odfi.as_deref(), depth, &mut in_flight).await;
+    // Every commit still in flight ends before the step does (and before the run gives its
+    // lease back), whatever failed.
+    let mut landed_all = Ok(());
+    for commit in in_flight {
+        let outcome = landed(commit).await;
+        landed_all = landed_all.and(outcome);
+    }
+    sent.and(landed_all)
+}
+
+async fn send_parts(
+    run: &Run<'_>,
+    file: &BankFile,
+    odfi: Option<&str>,
+    depth: usize,
+    in_flight: &mut VecDeque<tokio::task::JoinHandle<Result<()>>>,
+) -> Result<()> {
     let mut sequence: u32 = write::first_trace(file) - 1;
-    let mut in_flight: Option<tokio::task::JoinHandle<Result<()>>> = None;
     for group in &file.groups {
         for n in 0..group.parts {
             run.lease.check()?;
             let part = files::part(run.store.as_ref(), &run.scope, file, group.index, n).await?;
-            let batch = sent_batch(run, file, &part, odfi.as_deref(), &mut sequence).await?;
-            if let Some(commit) = in_flight.take() {
-                commit.await.map_err(|e| Error::internal(format!("a commit task failed: {e}")))??;
+            let batch = sent_batch(run, file, &part, odfi, &mut sequence).await?;
+            if in_flight.len() >= depth
+                && let Some(commit) = in_flight.pop_front()
+            {
+                landed(commit).await?;
             }
             if batch.writes.len() > 1 {
                 let store = run.store.clone();
-                in_flight = Some(tokio::spawn(async move { store.commit(batch).await }));
+                in_flight.push_back(tokio::spawn(async move { store.commit(batch).await }));
             }
         }
     }
-    if let Some(commit) = in_flight.take() {
-        commit.await.map_err(|e| Error::internal(format!("a commit task failed: {e}")))??;
-    }
     Ok(())
+}
+
+async fn landed(commit: tokio::task::JoinHandle<Result<()>>) -> Result<()> {
+    commit.await.map_err(|e| Error::internal(format!("a commit task failed: {e}")))?
 }
 
 /// The batch moving a part's orders to `sent`; `sequence` counts the file's entries so far.

@@ -43,6 +43,8 @@ pub(crate) use faults::{Db, db_err, within};
 /// How long a request waits for a pooled connection before answering 503 (at most).
 const POOL_WAIT: Duration = Duration::from_secs(5);
 /// Outbox positions are `(transaction id << RANK_BITS) | rank of the row in its transaction`.
+/// [`Store::bulk_in_flight`] on PostgreSQL (measured in BENCHMARKS.md, "Bank cut-offs").
+const BULK_IN_FLIGHT: usize = 2;
 const RANK_BITS: u32 = 16;
 const RANK_MASK: i64 = (1 << RANK_BITS) - 1;
 
@@ -356,6 +358,12 @@ fn list_sql(query: &ListQuery) -> (String, Vec<Box<dyn ToSql + Sync + Send>>) {
 
 #[async_trait]
 impl Store for PostgresStore {
+    /// Two: each commit is one backend's work on one core, and the lease fence that orders
+    /// them is taken last (`writes::Bulk`), so two write their documents side by side.
+    fn bulk_in_flight(&self) -> usize {
+        BULK_IN_FLIGHT
+    }
+
     async fn commit(&self, batch: WriteBatch) -> Result<()> {
         let saved: Vec<StoredReply> = reply_cache::saved(&batch.writes).cloned().collect();
         if group::eligible(&batch) {

@@ -173,25 +173,29 @@ fn single_statement(write: &Write) -> Option<&'static str> {
 }
 
 /// A large batch of inserts and replaces (a cut-off's part, a bank file's effects) written as
-/// three statements instead of one per write: the other writes first, in order (lease fences
-/// and unique keys, which nothing else in the batch depends on), then every insert in one
-/// statement (in the batch's order, which `seq` keeps), then every replace in one. Within one
-/// transaction the result is the batch's, one write after the other, as long as no replace
-/// touches an object the batch inserts or replaces twice; a batch that does is not bulk.
+/// a few statements instead of one per write: unique keys first, in order, then every insert in
+/// one statement (in the batch's order, which `seq` keeps), then every replace in one, and the
+/// lease fences last. Within one transaction the result is the batch's, one write after the
+/// other, as long as no replace touches an object the batch inserts or replaces twice; a batch
+/// that does is not bulk. Nothing in the batch depends on its fence, and a fence locks the
+/// lease's row until the commit: taken last, a worker's bulk commits under one lease write
+/// their documents side by side and queue only for the fence and the flush.
 struct Bulk<'a> {
-    others: Vec<&'a Write>,
+    uniques: Vec<&'a Write>,
     inserts: Vec<&'a ObjectRecord>,
     replaces: Vec<(&'a ObjectRecord, i64)>,
+    fences: Vec<&'a Write>,
 }
 
 impl<'a> Bulk<'a> {
     fn of(writes: &'a [Write]) -> Option<Self> {
-        let mut bulk = Bulk { others: Vec::new(), inserts: Vec::new(), replaces: Vec::new() };
+        let mut bulk = Bulk { uniques: Vec::new(), inserts: Vec::new(), replaces: Vec::new(), fences: Vec::new() };
         for write in writes {
             match write {
                 Write::Insert(record) => bulk.inserts.push(record),
                 Write::Replace { record, expected_version } => bulk.replaces.push((record, *expected_version)),
-                Write::Lease { .. } | Write::Unique { .. } => bulk.others.push(write),
+                Write::Unique { .. } => bulk.uniques.push(write),
+                Write::Lease { .. } => bulk.fences.push(write),
                 _ => return None,
             }
         }
@@ -200,7 +204,7 @@ impl<'a> Bulk<'a> {
     }
 
     async fn apply(self, tx: &Object) -> Result<()> {
-        for write in &self.others {
+        for write in &self.uniques {
             apply(tx, write).await?;
         }
         for chunk in chunks(&self.inserts, |r| r.doc.len()) {
@@ -208,6 +212,9 @@ impl<'a> Bulk<'a> {
         }
         for chunk in chunks(&self.replaces, |(r, _)| r.doc.len()) {
             replace_many(tx, chunk).await?;
+        }
+        for write in &self.fences {
+            apply(tx, write).await?;
         }
         Ok(())
     }
