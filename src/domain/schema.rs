@@ -71,8 +71,6 @@ enum_schemas! {
     ledger_status, ledger_status_or_null => enums::LEDGER_STATUSES;
     ledger_transaction_ledgerable_type, ledger_transaction_ledgerable_type_or_null => enums::LEDGER_TRANSACTION_LEDGERABLE_TYPES;
     ledger_account_ledgerable_type, ledger_account_ledgerable_type_or_null => enums::LEDGER_ACCOUNT_LEDGERABLE_TYPES;
-    alert_condition_field, alert_condition_field_or_null => super::ledger::monitors::FIELDS;
-    alert_condition_operator, alert_condition_operator_or_null => super::ledger::monitors::OPERATORS;
 }
 
 /// What a transaction line item settles, when it names it (`transaction::Settles`).
@@ -166,26 +164,6 @@ pub fn date_time_or_null() -> Object {
     ObjectBuilder::new()
         .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
         .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(utoipa::openapi::KnownFormat::DateTime)))
-        .build()
-}
-
-/// A ledger currency (`ledger::LedgerCurrency`): an ISO 4217 code, or any code of letters and
-/// digits (a token, points) given with its `currency_exponent`.
-pub fn ledger_currency() -> Object {
-    ObjectBuilder::new()
-        .schema_type(Type::String)
-        .min_length(Some(1))
-        .max_length(Some(super::ledger::CURRENCY_CODE_LEN_MAX))
-        .pattern(Some("^[A-Za-z0-9]+$"))
-        .build()
-}
-
-/// Digits after a ledger currency's decimal point (`ledger::LedgerCurrency`), or `null`.
-pub fn currency_exponent_or_null() -> Object {
-    ObjectBuilder::new()
-        .schema_type(SchemaType::from_iter([Type::Integer, Type::Null]))
-        .minimum(Some(0))
-        .maximum(Some(super::ledger::CURRENCY_EXPONENT_MAX))
         .build()
 }
 

@@ -94,10 +94,10 @@ pub struct CategoryInput {
     pub description: Option<String>,
     #[schema(schema_with = super::super::schema::metadata_or_null)]
     pub metadata: Option<Metadata>,
-    #[schema(schema_with = super::super::schema::ledger_currency, required = true)]
+    #[schema(schema_with = super::ledger_currency, required = true)]
     pub currency: Option<String>,
     /// Required for a currency outside ISO 4217; for an ISO one, absent or its own exponent.
-    #[schema(schema_with = super::super::schema::currency_exponent_or_null)]
+    #[schema(schema_with = super::currency_exponent_or_null)]
     pub currency_exponent: Option<i64>,
     #[schema(value_type = String, required = true, format = "uuid")]
     pub ledger_id: Option<String>,

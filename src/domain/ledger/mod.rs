@@ -20,6 +20,7 @@ pub mod statements;
 pub mod transactions;
 
 use serde::{Deserialize, Serialize};
+use utoipa::openapi::schema::{Object, ObjectBuilder, SchemaType, Type};
 
 use super::listing::time_bound;
 use super::money::Currency;
@@ -75,6 +76,26 @@ impl LedgerCurrency {
         })?;
         Ok(LedgerCurrency { code: code.to_owned(), exponent })
     }
+}
+
+/// A ledger currency ([`LedgerCurrency`]): an ISO 4217 code, or any code of letters and
+/// digits (a token, points) given with its `currency_exponent`.
+pub fn ledger_currency() -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .min_length(Some(1))
+        .max_length(Some(CURRENCY_CODE_LEN_MAX))
+        .pattern(Some("^[A-Za-z0-9]+$"))
+        .build()
+}
+
+/// Digits after a ledger currency's decimal point ([`LedgerCurrency`]), or `null`.
+pub fn currency_exponent_or_null() -> Object {
+    ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::Integer, Type::Null]))
+        .minimum(Some(0))
+        .maximum(Some(CURRENCY_EXPONENT_MAX))
+        .build()
 }
 
 /// One balance as served: MT's `ledger_balance`.

@@ -42,9 +42,9 @@ pub const OPERATORS: &[&str] = &["less_than", "less_than_or_equals", "equals", "
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[schema(as = alert_condition)]
 pub struct AlertCondition {
-    #[schema(schema_with = super::super::schema::alert_condition_field)]
+    #[schema(schema_with = alert_condition_field)]
     pub field: String,
-    #[schema(schema_with = super::super::schema::alert_condition_operator)]
+    #[schema(schema_with = alert_condition_operator)]
     pub operator: String,
     pub value: i64,
 }
@@ -72,6 +72,16 @@ impl AlertCondition {
         };
         Ok(self.comparison()?.holds(state.totals.balance(kind, state.credit_normal)?.amount, self.value))
     }
+}
+
+/// The fields an alert condition compares, for the OpenAPI document.
+fn alert_condition_field() -> utoipa::openapi::schema::Object {
+    super::super::schema::string_enum(FIELDS)
+}
+
+/// The comparisons of an alert condition, for the OpenAPI document.
+fn alert_condition_operator() -> utoipa::openapi::schema::Object {
+    super::super::schema::string_enum(OPERATORS)
 }
 
 /// What a monitor last reported: whether its condition held, at which account version.
@@ -130,9 +140,9 @@ pub struct Served<'a> {
 #[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
 #[schema(as = alert_condition_create_request)]
 pub struct ConditionInput {
-    #[schema(schema_with = super::super::schema::alert_condition_field, required = true)]
+    #[schema(schema_with = alert_condition_field, required = true)]
     pub field: Option<String>,
-    #[schema(schema_with = super::super::schema::alert_condition_operator, required = true)]
+    #[schema(schema_with = alert_condition_operator, required = true)]
     pub operator: Option<String>,
     #[schema(value_type = i64, required = true)]
     pub value: Option<Value>,
