@@ -8,7 +8,10 @@
 # response_headers_conformance), every status and content type is documented
 # (status_code_conformance, content_type_conformance), and no request hangs (each has 10 s).
 # Prints the number of generated requests and of failures; exits non-zero on any failure or
-# error. compat/fuzz_hooks.py keeps webhook URLs on 127.0.0.1 and scopes Idempotency-Keys.
+# error. The server is first seeded with a few of each resource (compat/fuzz_mt_seed.py, shared
+# with fuzz-mt.sh), whose ids compat/fuzz_mt_hooks.py swaps into most generated path, query and
+# body ids so requests get past the 404 of an unknown id (the ledger routes above all); it also
+# does what compat/fuzz_hooks.py does (webhook URLs kept on 127.0.0.1, Idempotency-Keys scoped).
 #
 # With PAYRAIL_BASE_URL, PAYRAIL_API_KEY, PAYRAIL_CA_CERT and PAYRAIL_OPENAPI (a URL or a file)
 # set, it tests that server. Without them it builds Payrail, starts one on free loopback ports
@@ -52,10 +55,13 @@ rm -rf "$report_dir"
 mkdir -p "$report_dir"
 # schemathesis keeps a cache in its working directory: run it in the report directory.
 PAYRAIL_CA_CERT="$(realpath "$PAYRAIL_CA_CERT")"
+log "seeding resources"
+"$venv/bin/python" "$here/fuzz_mt_seed.py" "$PAYRAIL_BASE_URL" "$PAYRAIL_API_KEY" "$PAYRAIL_CA_CERT" \
+  >"$report_dir/ids.json" || die "seeding failed"
 case "$PAYRAIL_OPENAPI" in http://* | https://*) ;; *) PAYRAIL_OPENAPI="$(realpath "$PAYRAIL_OPENAPI")" ;; esac
 log "fuzzing every operation of $PAYRAIL_OPENAPI ($examples examples each, plus coverage and stateful phases)"
 st_status=0
-(cd "$report_dir" && SCHEMATHESIS_HOOKS="$here/fuzz_hooks.py" "$venv/bin/st" run "$PAYRAIL_OPENAPI" \
+(cd "$report_dir" && SCHEMATHESIS_HOOKS="$here/fuzz_mt_hooks.py" FUZZ_MT_IDS="$report_dir/ids.json" "$venv/bin/st" run "$PAYRAIL_OPENAPI" \
   --url "$PAYRAIL_BASE_URL" \
   --auth "x-api-key:$PAYRAIL_API_KEY" \
   --tls-verify "$PAYRAIL_CA_CERT" \

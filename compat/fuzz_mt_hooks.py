@@ -1,4 +1,5 @@
-"""Schemathesis hooks for compat/fuzz-mt.sh (fuzzing with Modern Treasury's OpenAPI document).
+"""Schemathesis hooks for compat/fuzz-mt.sh (fuzzing with Modern Treasury's OpenAPI document)
+and compat/fuzz.sh (with Payrail's own).
 
 1. Everything compat/fuzz_hooks.py does (webhook URLs kept local, Idempotency-Keys scoped).
 2. Real ids: generated ids almost never name anything, so most requests would stop at a 404 or

@@ -1,5 +1,5 @@
-"""Seeds a running Payrail for compat/fuzz-mt.sh: a few of each resource the fuzzed routes name,
-so that generated requests reach past the 404 of an unknown id. Prints the ids as JSON
+"""Seeds a running Payrail for compat/fuzz-mt.sh and compat/fuzz.sh: a few of each resource the
+fuzzed routes name, so that generated requests reach past the 404 of an unknown id. Prints the ids as JSON
 (resource kind -> list of ids) on stdout; compat/fuzz_mt_hooks.py reads that file.
 
 Usage: python fuzz_mt_seed.py BASE_URL API_KEY CA_CERT > ids.json

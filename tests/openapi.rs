@@ -51,6 +51,20 @@ const SHARED_SCHEMAS: &[&str] = &[
     "balance",
     "ping_response",
     "error_message",
+    "ledger",
+    "ledger_account",
+    "ledger_account_category",
+    "ledger_account_balance_monitor",
+    "current_ledger_account_balance_state",
+    "ledger_account_settlement",
+    "ledger_account_statement",
+    "ledger_balance",
+    "ledger_balances",
+    "ledger_balances_with_effective_at",
+    "ledger_entry",
+    "ledger_transaction",
+    "ledger_transaction_version",
+    "ledger_entry_of_transaction_version",
 ];
 
 fn reference() -> Option<Value> {
@@ -70,6 +84,8 @@ fn resolve<'a>(mut schema: &'a Value, root: &'a Value) -> &'a Value {
 
 /// The JSON types a schema admits (`null` included), `any` when unconstrained.
 fn kinds(schema: &Value, root: &Value) -> BTreeSet<String> {
+    // MT marks a nullable reference with `nullable` beside its `$ref`.
+    let nullable_ref = schema["nullable"] == true;
     let schema = resolve(schema, root);
     let mut out = BTreeSet::new();
     for key in ["oneOf", "anyOf", "allOf"] {
@@ -87,7 +103,7 @@ fn kinds(schema: &Value, root: &Value) -> BTreeSet<String> {
         }
         _ => {}
     }
-    if schema["nullable"] == true {
+    if schema["nullable"] == true || nullable_ref {
         out.insert("null".into());
     }
     out

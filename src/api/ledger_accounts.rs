@@ -5,10 +5,11 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 
+use super::{CreatedAtParams, IdsParams, MetadataParams, PageParams};
 use super::{created_json, ok_json, param, time_filter, unsupported_filters};
 use crate::app::{AppState, WriteContext};
 use crate::domain::ledger::BalanceQuery;
-use crate::domain::ledger::accounts::{self, AccountFilter, AccountInput, AccountPatch};
+use crate::domain::ledger::accounts::{self, AccountFilter, AccountInput, AccountPatch, LedgerAccount};
 use crate::error::Error;
 use crate::http::auth::Principal;
 use crate::http::extract::{JsonBody, PathId, QueryParams};
@@ -17,6 +18,50 @@ use crate::http::pagination::Paging;
 /// Known filters Payrail does not serve yet: refused, never silently ignored.
 const UNSUPPORTED: &[&str] = &["pending_balance_amount", "posted_balance_amount", "available_balance_amount", "updated_at"];
 
+/// `balances[...]` (see `BalanceQuery::parse`), for the OpenAPI document: which balances an
+/// account is served with. `effective_at` or `as_of_date` (inclusive) and
+/// `effective_at_upper_bound` (exclusive) are not given together.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+#[schema(
+    description = "The balances to serve: as of an instant or the end of a day (inclusive), or over a window of effective time (lower bound inclusive, upper exclusive), or up to a version of the account. effective_at or as_of_date do not go with effective_at_upper_bound."
+)]
+pub struct BalancesQuery {
+    /// Balances as of this instant, inclusive.
+    #[schema(nullable = false, format = DateTime)]
+    effective_at: Option<String>,
+    /// Balances as of the end of this UTC day.
+    #[schema(nullable = false, format = Date)]
+    as_of_date: Option<String>,
+    /// Only entries effective at or after it.
+    #[schema(nullable = false, format = DateTime)]
+    effective_at_lower_bound: Option<String>,
+    /// Only entries effective before it.
+    #[schema(nullable = false, format = DateTime)]
+    effective_at_upper_bound: Option<String>,
+    /// Only entries written up to this version of the account.
+    #[schema(nullable = false, minimum = 0)]
+    as_of_lock_version: Option<i64>,
+}
+
+/// The `balances[...]` parameter of a ledger account's read, for the OpenAPI document.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub struct BalancesParams {
+    /// Which balances to serve (current ones when absent, SPEC G5).
+    #[param(style = DeepObject, explode, inline)]
+    balances: Option<BalancesQuery>,
+}
+
+#[utoipa::path(
+    post,
+    path = "/api/ledger_accounts",
+    tag = "ledger_accounts",
+    operation_id = "createLedgerAccount",
+    request_body = AccountInput,
+    responses((status = 201, description = "The ledger account, with zero balances.", body = LedgerAccount)),
+)]
 pub async fn create(
     State(state): State<AppState>,
     principal: Principal,
@@ -27,6 +72,17 @@ pub async fn create(
     Ok(created_json(accounts::create(&state.ctx(&scope), &state.committer(&write, StatusCode::CREATED.as_u16()), &input).await?))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/ledger_accounts/{id}",
+    tag = "ledger_accounts",
+    operation_id = "getLedgerAccount",
+    params(("id" = String, Path, description = "The resource's id."), BalancesParams),
+    responses(
+        (status = 200, description = "The ledger account, with its balances.", body = LedgerAccount),
+        (status = 422, description = "A `balances[...]` parameter is malformed, or the bounds given do not go together."),
+    ),
+)]
 pub async fn retrieve(
     State(state): State<AppState>,
     principal: Principal,
@@ -38,6 +94,26 @@ pub async fn retrieve(
     Ok(ok_json(accounts::get(&state.ctx(&scope), &id, &balances).await?))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/ledger_accounts",
+    tag = "ledger_accounts",
+    operation_id = "listLedgerAccounts",
+    params(
+        PageParams,
+        IdsParams,
+        ("name[]" = Option<Vec<String>>, Query, description = "Only accounts with one of these names (also read as name)."),
+        ("ledger_id" = Option<String>, Query),
+        ("external_id" = Option<String>, Query),
+        ("currency" = Option<String>, Query),
+        ("normal_balance" = Option<String>, Query, description = "credit or debit."),
+        ("ledger_account_category_id" = Option<String>, Query, description = "Only accounts in this category's tree."),
+        CreatedAtParams,
+        MetadataParams,
+        BalancesParams,
+    ),
+    responses((status = 200, description = "A page of ledger accounts, newest first, with their balances.", body = [LedgerAccount])),
+)]
 pub async fn list(State(state): State<AppState>, principal: Principal, paging: Paging, query: QueryParams) -> Result<Response, Error> {
     unsupported_filters(&query, UNSUPPORTED)?;
     let scope = principal.scope();
@@ -58,6 +134,15 @@ pub async fn list(State(state): State<AppState>, principal: Principal, paging: P
     Ok(paging.reply(accounts::list(&state.ctx(&scope), &filter, &balances, paging.spec).await?))
 }
 
+#[utoipa::path(
+    patch,
+    path = "/api/ledger_accounts/{id}",
+    tag = "ledger_accounts",
+    operation_id = "updateLedgerAccount",
+    params(("id" = String, Path, description = "The resource's id.")),
+    request_body = AccountPatch,
+    responses((status = 200, description = "The updated ledger account.", body = LedgerAccount)),
+)]
 pub async fn update(
     State(state): State<AppState>,
     principal: Principal,
@@ -69,6 +154,17 @@ pub async fn update(
     Ok(ok_json(accounts::update(&state.ctx(&scope), &state.committer(&write, StatusCode::OK.as_u16()), &id, &patch).await?))
 }
 
+#[utoipa::path(
+    delete,
+    path = "/api/ledger_accounts/{id}",
+    tag = "ledger_accounts",
+    operation_id = "deleteLedgerAccount",
+    params(("id" = String, Path, description = "The resource's id.")),
+    responses(
+        (status = 200, description = "The deleted ledger account, `discarded_at` set.", body = LedgerAccount),
+        (status = 422, description = "Entries were written to the account (parameter id)."),
+    ),
+)]
 pub async fn delete(
     State(state): State<AppState>,
     principal: Principal,

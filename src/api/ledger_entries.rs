@@ -5,9 +5,11 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 
+use super::ledger_transactions::EffectiveParams;
+use super::{IdsParams, MetadataParams, OrderByParams, PageParams};
 use super::{newest_first_only, ok_json, param, unsupported_filters};
 use crate::app::{AppState, WriteContext};
-use crate::domain::ledger::entries::{self, EntryFilter};
+use crate::domain::ledger::entries::{self, EntryFilter, LedgerEntry};
 use crate::domain::ledger::transactions::{EntryPatch, effective_filters, update_entry};
 use crate::error::Error;
 use crate::http::auth::Principal;
@@ -25,6 +27,20 @@ fn show_balances(query: &QueryParams) -> Result<bool, Error> {
     }
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/ledger_entries/{id}",
+    tag = "ledger_entries",
+    operation_id = "getLedgerEntry",
+    params(
+        ("id" = String, Path, description = "The resource's id."),
+        ("show_balances" = Option<bool>, Query, description = "true adds the balances the entry resulted in."),
+    ),
+    responses(
+        (status = 200, description = "The ledger entry.", body = LedgerEntry),
+        (status = 422, description = "show_balances is neither true nor false."),
+    ),
+)]
 pub async fn retrieve(
     State(state): State<AppState>,
     principal: Principal,
@@ -35,6 +51,28 @@ pub async fn retrieve(
     Ok(ok_json(entries::get(&state.ctx(&scope), &id, show_balances(&query)?).await?))
 }
 
+#[utoipa::path(
+    get,
+    path = "/api/ledger_entries",
+    tag = "ledger_entries",
+    operation_id = "listLedgerEntries",
+    params(
+        PageParams,
+        IdsParams,
+        ("ledger_account_id" = Option<String>, Query),
+        ("ledger_transaction_id" = Option<String>, Query),
+        ("direction" = Option<String>, Query, description = "credit or debit."),
+        ("status[]" = Option<Vec<String>>, Query, description = "Only entries with one of these statuses: pending, posted or archived (also read as status)."),
+        ("ledger_account_settlement_id" = Option<String>, Query, description = "Only entries this settlement took."),
+        ("ledger_account_category_id" = Option<String>, Query, description = "Only entries on an account in this category's tree."),
+        ("ledger_account_statement_id" = Option<String>, Query, description = "Only the entries this statement covers."),
+        ("show_balances" = Option<bool>, Query, description = "true adds the balances each entry resulted in."),
+        EffectiveParams,
+        MetadataParams,
+        OrderByParams,
+    ),
+    responses((status = 200, description = "A page of ledger entries, newest first.", body = [LedgerEntry])),
+)]
 pub async fn list(State(state): State<AppState>, principal: Principal, paging: Paging, query: QueryParams) -> Result<Response, Error> {
     unsupported_filters(&query, UNSUPPORTED)?;
     newest_first_only(&query)?;
@@ -58,6 +96,15 @@ pub async fn list(State(state): State<AppState>, principal: Principal, paging: P
     Ok(paging.reply(entries::list(&state.ctx(&scope), &filter, paging.spec).await?))
 }
 
+#[utoipa::path(
+    patch,
+    path = "/api/ledger_entries/{id}",
+    tag = "ledger_entries",
+    operation_id = "updateLedgerEntry",
+    params(("id" = String, Path, description = "The resource's id.")),
+    request_body = EntryPatch,
+    responses((status = 200, description = "The updated ledger entry (its transaction's copy changes with it).", body = LedgerEntry)),
+)]
 pub async fn update(
     State(state): State<AppState>,
     principal: Principal,

@@ -142,6 +142,85 @@ pub struct MetadataParams {
     pub metadata: Option<std::collections::BTreeMap<String, String>>,
 }
 
+/// `id[]=...` (also read as `id=...`, repeated): only these items, for the OpenAPI document.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub struct IdsParams {
+    /// Only the items with these ids (also read as `id`).
+    #[param(rename = "id[]")]
+    ids: Option<Vec<String>>,
+}
+
+/// The bounds of a time filter, `name[gt]=...` and so on (all given must hold), for the OpenAPI
+/// document: dates and times as RFC 3339 date-times.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+#[schema(description = "Bounds on an instant (RFC 3339): each of gt, gte, lt, lte, eq given must hold.")]
+pub struct DateTimeRange {
+    #[schema(nullable = false, format = DateTime)]
+    gt: Option<String>,
+    #[schema(nullable = false, format = DateTime)]
+    gte: Option<String>,
+    #[schema(nullable = false, format = DateTime)]
+    lt: Option<String>,
+    #[schema(nullable = false, format = DateTime)]
+    lte: Option<String>,
+    #[schema(nullable = false, format = DateTime)]
+    eq: Option<String>,
+}
+
+/// The bounds of a date filter, `name[gte]=2026-01-31` and so on (all given must hold; a day
+/// is all of its UTC instants), for the OpenAPI document.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+#[schema(description = "Bounds on a UTC day (YYYY-MM-DD): each of gt, gte, lt, lte, eq given must hold.")]
+pub struct DateRange {
+    #[schema(nullable = false, format = Date)]
+    gt: Option<String>,
+    #[schema(nullable = false, format = Date)]
+    gte: Option<String>,
+    #[schema(nullable = false, format = Date)]
+    lt: Option<String>,
+    #[schema(nullable = false, format = Date)]
+    lte: Option<String>,
+    #[schema(nullable = false, format = Date)]
+    eq: Option<String>,
+}
+
+/// `created_at[gt|gte|lt|lte|eq]` (see [`time_filter`]), for the OpenAPI document.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub struct CreatedAtParams {
+    /// Only items created within these bounds (a date bound is its whole UTC day).
+    #[param(style = DeepObject, explode, inline)]
+    created_at: Option<DateTimeRange>,
+}
+
+/// `order_by[created_at]=desc` (see [`newest_first_only`]), for the OpenAPI document.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+#[schema(description = "Payrail lists newest first by creation only.")]
+pub struct NewestFirst {
+    #[schema(schema_with = newest_first)]
+    created_at: Option<String>,
+}
+
+fn newest_first() -> utoipa::openapi::schema::Object {
+    crate::domain::schema::string_enum(&["desc"])
+}
+
+/// The order of a list that MT lets clients choose: Payrail lists newest first only.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+pub struct OrderByParams {
+    /// Newest first by creation, the only order served (any other is a 422).
+    #[param(style = DeepObject, explode, inline)]
+    order_by: Option<NewestFirst>,
+}
+
 fn ok_json(json: String) -> Response {
     json_response(StatusCode::OK, Bytes::from(json))
 }

@@ -68,6 +68,9 @@ enum_schemas! {
     incoming_payment_detail_status, incoming_payment_detail_status_or_null => enums::INCOMING_PAYMENT_DETAIL_STATUSES;
     balance_report_type, balance_report_type_or_null => enums::BALANCE_REPORT_TYPES;
     balance_type, balance_type_or_null => enums::BALANCE_TYPES;
+    ledger_status, ledger_status_or_null => enums::LEDGER_STATUSES;
+    ledger_transaction_ledgerable_type, ledger_transaction_ledgerable_type_or_null => enums::LEDGER_TRANSACTION_LEDGERABLE_TYPES;
+    ledger_account_ledgerable_type, ledger_account_ledgerable_type_or_null => enums::LEDGER_ACCOUNT_LEDGERABLE_TYPES;
 }
 
 /// What a transaction line item settles, when it names it (`transaction::Settles`).
@@ -161,5 +164,25 @@ pub fn date_time_or_null() -> Object {
     ObjectBuilder::new()
         .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
         .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(utoipa::openapi::KnownFormat::DateTime)))
+        .build()
+}
+
+/// An amount of minor units a ledger entry moves (`money::Amount`): 1 to 2^53 - 1.
+pub fn entry_amount() -> Object {
+    ObjectBuilder::new().schema_type(Type::Integer).minimum(Some(1)).maximum(Some(super::money::AMOUNT_MAX)).build()
+}
+
+/// A balance condition of a ledger entry (`base::ledger::Comparison`): each of `gt`, `gte`, `lt`,
+/// `lte`, `eq` compares the account's balance after the entry with a whole number; no other key.
+pub fn balance_condition_or_null() -> Object {
+    let bound = || ObjectBuilder::new().schema_type(Type::Integer);
+    ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::Object, Type::Null]))
+        .property("gt", bound())
+        .property("gte", bound())
+        .property("lt", bound())
+        .property("lte", bound())
+        .property("eq", bound())
+        .additional_properties(Some(utoipa::openapi::schema::AdditionalProperties::FreeForm(false)))
         .build()
 }

@@ -40,7 +40,8 @@ pub struct AccountRecord {
 }
 
 /// MT's `ledger_account`, as served.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[schema(as = ledger_account)]
 pub struct LedgerAccount<'a> {
     pub id: &'a str,
     pub object: &'static str,
@@ -50,28 +51,45 @@ pub struct LedgerAccount<'a> {
     pub discarded_at: Option<Timestamp>,
     pub name: &'a str,
     pub description: Option<&'a str>,
+    #[schema(schema_with = super::super::schema::direction)]
     pub normal_balance: Direction,
     pub balances: WindowedBalancesDoc,
     pub lock_version: i64,
     pub ledger_id: &'a str,
     pub ledgerable_id: Option<&'a str>,
     pub external_id: Option<&'a str>,
+    #[schema(schema_with = super::super::schema::ledger_account_ledgerable_type_or_null)]
     pub ledgerable_type: Option<&'a str>,
+    #[schema(schema_with = super::super::schema::metadata)]
     pub metadata: &'a Metadata,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+/// MT's `ledger_account_create_request`.
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
+#[schema(as = ledger_account_create_request)]
 pub struct AccountInput {
+    #[schema(value_type = String, required = true)]
     pub name: Option<String>,
     pub description: Option<String>,
+    #[schema(schema_with = super::super::schema::direction, required = true)]
     pub normal_balance: Option<String>,
+    #[schema(value_type = String, required = true, format = "uuid")]
     pub ledger_id: Option<String>,
+    #[schema(schema_with = super::ledger_currency, required = true)]
     pub currency: Option<String>,
+    /// Required for a currency outside ISO 4217; for an ISO one, absent or its own exponent.
+    #[schema(schema_with = super::currency_exponent_or_null)]
     pub currency_exponent: Option<i64>,
+    /// The categories the new account is put in.
     #[serde(default)]
     pub ledger_account_category_ids: Vec<String>,
+    /// Given with `ledgerable_type`.
+    #[schema(format = "uuid")]
     pub ledgerable_id: Option<String>,
+    /// Given with `ledgerable_id`.
+    #[schema(schema_with = super::super::schema::ledger_account_ledgerable_type_or_null)]
     pub ledgerable_type: Option<String>,
+    #[schema(schema_with = super::super::schema::metadata_or_null)]
     pub metadata: Option<Metadata>,
     pub external_id: Option<String>,
 }

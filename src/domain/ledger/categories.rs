@@ -65,8 +65,9 @@ pub struct CategoryRecord {
 }
 
 /// MT's `ledger_account_category`, as served.
-#[derive(Debug, Clone, Serialize)]
-struct LedgerAccountCategory<'a> {
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[schema(as = ledger_account_category)]
+pub struct LedgerAccountCategory<'a> {
     id: &'a str,
     object: &'static str,
     live_mode: bool,
@@ -75,21 +76,32 @@ struct LedgerAccountCategory<'a> {
     discarded_at: Option<Timestamp>,
     name: &'a str,
     description: Option<&'a str>,
+    #[schema(schema_with = super::super::schema::metadata)]
     metadata: &'a Metadata,
     ledger_id: &'a str,
+    #[schema(schema_with = super::super::schema::direction)]
     normal_balance: Direction,
     external_id: Option<&'a str>,
     balances: BalancesDoc,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+/// MT's `ledger_account_category_create_request`.
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
+#[schema(as = ledger_account_category_create_request)]
 pub struct CategoryInput {
+    #[schema(value_type = String, required = true)]
     pub name: Option<String>,
     pub description: Option<String>,
+    #[schema(schema_with = super::super::schema::metadata_or_null)]
     pub metadata: Option<Metadata>,
+    #[schema(schema_with = super::ledger_currency, required = true)]
     pub currency: Option<String>,
+    /// Required for a currency outside ISO 4217; for an ISO one, absent or its own exponent.
+    #[schema(schema_with = super::currency_exponent_or_null)]
     pub currency_exponent: Option<i64>,
+    #[schema(value_type = String, required = true, format = "uuid")]
     pub ledger_id: Option<String>,
+    #[schema(schema_with = super::super::schema::direction, required = true)]
     pub normal_balance: Option<String>,
     /// The categories the new one is nested in.
     #[serde(default)]

@@ -20,7 +20,8 @@ pub const KIND: &str = super::super::kinds::LEDGER_ENTRY;
 
 /// MT's `ledger_entry`, as stored and served (`resulting_ledger_account_balances` is filled in
 /// only when asked for, never stored).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = ledger_entry)]
 pub struct LedgerEntry {
     pub id: String,
     pub object: String,
@@ -31,7 +32,9 @@ pub struct LedgerEntry {
     pub amount: i64,
     pub amount_string: String,
     pub effective_at: Timestamp,
+    #[schema(schema_with = super::super::schema::direction)]
     pub direction: Direction,
+    #[schema(schema_with = super::super::schema::ledger_status)]
     pub status: LedgerStatus,
     pub ledger_account_id: String,
     /// The `lock_version` the request gave for this entry, if it gave one.
@@ -40,6 +43,7 @@ pub struct LedgerEntry {
     pub ledger_account_currency_exponent: u8,
     pub ledger_transaction_id: String,
     pub resulting_ledger_account_balances: Option<BalancesDoc>,
+    #[schema(schema_with = super::super::schema::metadata)]
     pub metadata: Metadata,
 }
 

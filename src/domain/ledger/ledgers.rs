@@ -13,7 +13,9 @@ use crate::store::{Filter, ObjectRecord, StoredObject, Write, WriteBatch};
 
 pub const KIND: &str = super::super::kinds::LEDGER;
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// MT's `ledger`, as stored and served.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = ledger)]
 pub struct Ledger {
     pub id: String,
     pub object: String,
@@ -23,21 +25,29 @@ pub struct Ledger {
     pub discarded_at: Option<Timestamp>,
     pub name: String,
     pub description: Option<String>,
+    #[schema(schema_with = super::super::schema::metadata)]
     pub metadata: Metadata,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+/// MT's `ledger_create_request`.
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
+#[schema(as = ledger_create_request)]
 pub struct LedgerInput {
+    #[schema(value_type = String, required = true)]
     pub name: Option<String>,
     pub description: Option<String>,
+    #[schema(schema_with = super::super::schema::metadata_or_null)]
     pub metadata: Option<Metadata>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+/// MT's `ledger_update_request`.
+#[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
+#[schema(as = ledger_update_request)]
 pub struct LedgerPatch {
     pub name: Option<String>,
     #[serde(default, deserialize_with = "super::super::common::nullable")]
     pub description: Option<Option<String>>,
+    #[schema(schema_with = super::super::schema::metadata_patch_or_null)]
     pub metadata: Option<MetadataPatch>,
 }
 

@@ -20,6 +20,7 @@ pub mod statements;
 pub mod transactions;
 
 use serde::{Deserialize, Serialize};
+use utoipa::openapi::schema::{Object, ObjectBuilder, SchemaType, Type};
 
 use super::listing::time_bound;
 use super::money::Currency;
@@ -77,8 +78,29 @@ impl LedgerCurrency {
     }
 }
 
+/// A ledger currency ([`LedgerCurrency`]): an ISO 4217 code, or any code of letters and
+/// digits (a token, points) given with its `currency_exponent`.
+pub fn ledger_currency() -> Object {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .min_length(Some(1))
+        .max_length(Some(CURRENCY_CODE_LEN_MAX))
+        .pattern(Some("^[A-Za-z0-9]+$"))
+        .build()
+}
+
+/// Digits after a ledger currency's decimal point ([`LedgerCurrency`]), or `null`.
+pub fn currency_exponent_or_null() -> Object {
+    ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::Integer, Type::Null]))
+        .minimum(Some(0))
+        .maximum(Some(CURRENCY_EXPONENT_MAX))
+        .build()
+}
+
 /// One balance as served: MT's `ledger_balance`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+#[schema(as = ledger_balance)]
 pub struct BalanceDoc {
     pub credits: i64,
     pub credits_string: String,
@@ -91,7 +113,8 @@ pub struct BalanceDoc {
 }
 
 /// MT's `ledger_balances`: the three balances.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+#[schema(as = ledger_balances)]
 pub struct BalancesDoc {
     pub pending_balance: BalanceDoc,
     pub posted_balance: BalanceDoc,
@@ -99,7 +122,8 @@ pub struct BalancesDoc {
 }
 
 /// MT's `ledger_balances_with_effective_at`: the balances and the window they cover.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, utoipa::ToSchema)]
+#[schema(as = ledger_balances_with_effective_at)]
 pub struct WindowedBalancesDoc {
     pub effective_at_lower_bound: Option<Timestamp>,
     pub effective_at_upper_bound: Option<Timestamp>,
@@ -247,12 +271,19 @@ where
     }
 }
 
-/// A PATCH of the fields ledger accounts and ledger account categories share.
-#[derive(Debug, Clone, Default, Deserialize)]
+/// A PATCH of the fields ledger accounts and ledger account categories share (MT's
+/// `ledger_account_update_request`; the categories' is published from the same fields, see
+/// `api::ledger_account_categories`).
+#[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
+#[schema(
+    as = ledger_account_update_request,
+    description = "Fields to change; metadata merges (a key given null or an empty string is removed)."
+)]
 pub struct NamedPatch {
     pub name: Option<String>,
     #[serde(default, deserialize_with = "super::common::nullable")]
     pub description: Option<Option<String>>,
+    #[schema(schema_with = super::schema::metadata_patch_or_null)]
     pub metadata: Option<MetadataPatch>,
     #[serde(default, deserialize_with = "super::common::nullable")]
     pub external_id: Option<Option<String>>,

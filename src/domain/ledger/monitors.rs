@@ -39,9 +39,12 @@ pub const FIELDS: &[&str] = &["available_balance_amount", "pending_balance_amoun
 pub const OPERATORS: &[&str] = &["less_than", "less_than_or_equals", "equals", "greater_than_or_equals", "greater_than"];
 
 /// MT's `alert_condition`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = alert_condition)]
 pub struct AlertCondition {
+    #[schema(schema_with = alert_condition_field)]
     pub field: String,
+    #[schema(schema_with = alert_condition_operator)]
     pub operator: String,
     pub value: i64,
 }
@@ -71,6 +74,16 @@ impl AlertCondition {
     }
 }
 
+/// The fields an alert condition compares, for the OpenAPI document.
+fn alert_condition_field() -> utoipa::openapi::schema::Object {
+    super::super::schema::string_enum(FIELDS)
+}
+
+/// The comparisons of an alert condition, for the OpenAPI document.
+fn alert_condition_operator() -> utoipa::openapi::schema::Object {
+    super::super::schema::string_enum(OPERATORS)
+}
+
 /// What a monitor last reported: whether its condition held, at which account version.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reported {
@@ -97,16 +110,18 @@ pub struct MonitorRecord {
 }
 
 /// MT's `current_ledger_account_balance_state`.
-#[derive(Debug, Clone, Serialize)]
-struct BalanceState {
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[schema(as = current_ledger_account_balance_state)]
+pub struct BalanceState {
     balances: BalancesDoc,
     ledger_account_lock_version: i64,
     triggered: bool,
 }
 
 /// MT's `ledger_account_balance_monitor`, as served.
-#[derive(Debug, Clone, Serialize)]
-struct Served<'a> {
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[schema(as = ledger_account_balance_monitor)]
+pub struct Served<'a> {
     id: &'a str,
     object: &'static str,
     live_mode: bool,
@@ -117,28 +132,42 @@ struct Served<'a> {
     description: Option<&'a str>,
     alert_condition: &'a AlertCondition,
     current_ledger_account_balance_state: BalanceState,
+    #[schema(schema_with = super::super::schema::metadata)]
     metadata: &'a Metadata,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+/// MT's `alert_condition` in a create request.
+#[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
+#[schema(as = alert_condition_create_request)]
 pub struct ConditionInput {
+    #[schema(schema_with = alert_condition_field, required = true)]
     pub field: Option<String>,
+    #[schema(schema_with = alert_condition_operator, required = true)]
     pub operator: Option<String>,
+    #[schema(value_type = i64, required = true)]
     pub value: Option<Value>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+/// MT's `ledger_account_balance_monitor_create_request`.
+#[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
+#[schema(as = ledger_account_balance_monitor_create_request)]
 pub struct MonitorInput {
+    #[schema(value_type = String, required = true, format = "uuid")]
     pub ledger_account_id: Option<String>,
     pub description: Option<String>,
+    #[schema(required = true)]
     pub alert_condition: Option<ConditionInput>,
+    #[schema(schema_with = super::super::schema::metadata_or_null)]
     pub metadata: Option<Metadata>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+/// MT's `ledger_account_balance_monitor_update_request`.
+#[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
+#[schema(as = ledger_account_balance_monitor_update_request)]
 pub struct MonitorPatch {
     #[serde(default, deserialize_with = "super::super::common::nullable")]
     pub description: Option<Option<String>>,
+    #[schema(schema_with = super::super::schema::metadata_patch_or_null)]
     pub metadata: Option<MetadataPatch>,
 }
 

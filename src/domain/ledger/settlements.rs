@@ -37,7 +37,8 @@ pub const KIND: &str = super::super::kinds::LEDGER_ACCOUNT_SETTLEMENT;
 /// MT's `ledger_account_settlement`, as stored and served. Payrail settles synchronously, so
 /// the statuses it shows are `pending`, `posted` and `archived` (never `processing` or
 /// `archiving`).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = ledger_account_settlement)]
 pub struct Settlement {
     pub id: String,
     pub object: String,
@@ -46,43 +47,73 @@ pub struct Settlement {
     pub updated_at: Timestamp,
     pub ledger_id: String,
     pub description: Option<String>,
+    #[schema(schema_with = super::super::schema::ledger_status)]
     pub status: LedgerStatus,
     pub settled_ledger_account_id: String,
     pub contra_ledger_account_id: String,
     pub effective_at_upper_bound: Option<Timestamp>,
     pub ledger_transaction_id: Option<String>,
     pub amount: Option<i64>,
+    #[schema(schema_with = super::super::schema::direction_or_null)]
     pub settlement_entry_direction: Option<Direction>,
     pub currency: String,
     pub currency_exponent: Option<u8>,
+    #[schema(schema_with = super::super::schema::metadata)]
     pub metadata: Metadata,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+/// MT's `ledger_account_settlement_create_request`.
+#[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
+#[schema(as = ledger_account_settlement_create_request)]
 pub struct SettlementInput {
     pub description: Option<String>,
+    /// `pending` (the default) or `posted`; Payrail does not support `drafting`.
+    #[schema(schema_with = settlement_create_status_or_null)]
     pub status: Option<String>,
+    #[schema(value_type = String, required = true, format = "uuid")]
     pub settled_ledger_account_id: Option<String>,
+    #[schema(value_type = String, required = true, format = "uuid")]
     pub contra_ledger_account_id: Option<String>,
     pub allow_either_direction: Option<bool>,
+    /// Entries effective before it are settled (now when absent).
+    #[schema(schema_with = super::super::schema::date_time_or_null)]
     pub effective_at_upper_bound: Option<String>,
+    #[schema(schema_with = super::super::schema::metadata_or_null)]
     pub metadata: Option<Metadata>,
     pub skip_settlement_ledger_transaction: Option<bool>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+/// MT's `ledger_account_settlement_update_request`.
+#[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
+#[schema(as = ledger_account_settlement_update_request)]
 pub struct SettlementPatch {
     #[serde(default, deserialize_with = "super::super::common::nullable")]
     pub description: Option<Option<String>>,
+    /// Posts or archives a pending settlement.
+    #[schema(schema_with = settlement_update_status_or_null)]
     pub status: Option<String>,
+    #[schema(schema_with = super::super::schema::metadata_patch_or_null)]
     pub metadata: Option<MetadataPatch>,
+    /// Read only when a settlement is created: `true` here is refused.
+    #[schema(ignore)]
     pub skip_settlement_ledger_transaction: Option<bool>,
 }
 
 /// MT's `ledger_account_settlement_entries_patch_request` / `_delete_request`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
+#[schema(as = ledger_account_settlement_entries_patch_request)]
 pub struct SettlementEntriesInput {
     pub ledger_entry_ids: Option<Vec<String>>,
+}
+
+/// The statuses a settlement is created with.
+fn settlement_create_status_or_null() -> utoipa::openapi::schema::Object {
+    super::super::schema::nullable_string_enum(&["pending", "posted"])
+}
+
+/// The statuses a PATCH moves a pending settlement to.
+fn settlement_update_status_or_null() -> utoipa::openapi::schema::Object {
+    super::super::schema::nullable_string_enum(&["posted", "archived"])
 }
 
 impl Settlement {

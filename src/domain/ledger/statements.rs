@@ -21,7 +21,8 @@ use crate::store::{Filter, ObjectRecord, StoredObject, Term, Write, WriteBatch};
 pub const KIND: &str = super::super::kinds::LEDGER_ACCOUNT_STATEMENT;
 
 /// MT's `ledger_account_statement`, as stored and served.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = ledger_account_statement)]
 pub struct LedgerAccountStatement {
     pub id: String,
     pub object: String,
@@ -32,6 +33,7 @@ pub struct LedgerAccountStatement {
     pub description: Option<String>,
     pub ledger_account_id: String,
     pub ledger_account_lock_version: i64,
+    #[schema(schema_with = super::super::schema::direction)]
     pub ledger_account_normal_balance: Direction,
     /// Inclusive.
     pub effective_at_lower_bound: Timestamp,
@@ -39,15 +41,24 @@ pub struct LedgerAccountStatement {
     pub effective_at_upper_bound: Timestamp,
     pub starting_balance: BalancesDoc,
     pub ending_balance: BalancesDoc,
+    #[schema(schema_with = super::super::schema::metadata)]
     pub metadata: Metadata,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+/// MT's `ledger_account_statement_create_request`.
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
+#[schema(as = ledger_account_statement_create_request)]
 pub struct StatementInput {
     pub description: Option<String>,
+    #[schema(value_type = String, required = true, format = "uuid")]
     pub ledger_account_id: Option<String>,
+    /// Inclusive.
+    #[schema(value_type = String, required = true, format = DateTime)]
     pub effective_at_lower_bound: Option<String>,
+    /// Exclusive; not before the lower bound.
+    #[schema(value_type = String, required = true, format = DateTime)]
     pub effective_at_upper_bound: Option<String>,
+    #[schema(schema_with = super::super::schema::metadata_or_null)]
     pub metadata: Option<Metadata>,
 }
 

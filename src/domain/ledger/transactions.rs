@@ -34,7 +34,8 @@ pub const VERSION_KIND: &str = super::super::kinds::LEDGER_TRANSACTION_VERSION;
 pub const ENTRIES_MAX: usize = 1_000;
 
 /// MT's `ledger_transaction`, as stored and served (its entries embedded).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = ledger_transaction)]
 pub struct LedgerTransaction {
     pub id: String,
     pub object: String,
@@ -42,13 +43,17 @@ pub struct LedgerTransaction {
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
     pub description: Option<String>,
+    #[schema(schema_with = super::super::schema::ledger_status)]
     pub status: LedgerStatus,
+    #[schema(schema_with = super::super::schema::metadata)]
     pub metadata: Metadata,
     pub effective_at: Timestamp,
+    #[schema(schema_with = super::super::schema::date)]
     pub effective_date: String,
     pub ledger_entries: Vec<LedgerEntry>,
     pub posted_at: Option<Timestamp>,
     pub ledger_id: String,
+    #[schema(schema_with = super::super::schema::ledger_transaction_ledgerable_type_or_null)]
     pub ledgerable_type: Option<String>,
     pub ledgerable_id: Option<String>,
     pub external_id: Option<String>,
@@ -58,58 +63,181 @@ pub struct LedgerTransaction {
     pub archived_reason: Option<String>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+/// MT's `ledger_entry_create_request`.
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
+#[schema(as = ledger_entry_create_request)]
 pub struct EntryInput {
+    /// Required unless `amount_string` is given.
+    #[schema(schema_with = super::super::schema::entry_amount)]
     pub amount: Option<Value>,
+    /// The amount as text; when both are given they must agree.
+    #[schema(nullable = false, pattern = "^[0-9]+$")]
     pub amount_string: Option<String>,
+    /// When given, the transaction's own `effective_at`.
+    #[schema(schema_with = super::super::schema::date_time_or_null)]
     pub effective_at: Option<String>,
+    #[schema(schema_with = super::super::schema::direction, required = true)]
     pub direction: Option<String>,
+    #[schema(value_type = String, required = true, format = "uuid")]
     pub ledger_account_id: Option<String>,
+    /// The account's `lock_version` the entry is written against (409 when it moved on, SPEC G4).
+    #[schema(value_type = Option<i64>)]
     pub lock_version: Option<Value>,
+    #[schema(schema_with = super::super::schema::balance_condition_or_null)]
     pub pending_balance_amount: Option<BTreeMap<String, Value>>,
+    #[schema(schema_with = super::super::schema::balance_condition_or_null)]
     pub posted_balance_amount: Option<BTreeMap<String, Value>>,
+    #[schema(schema_with = super::super::schema::balance_condition_or_null)]
     pub available_balance_amount: Option<BTreeMap<String, Value>>,
+    /// Not supported (`true` is refused): read the entry with `show_balances=true`.
+    #[schema(ignore)]
     pub show_resulting_ledger_account_balances: Option<bool>,
+    #[schema(schema_with = super::super::schema::metadata_or_null)]
     pub metadata: Option<Metadata>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+/// MT's `ledger_transaction_create_request`.
+#[derive(Debug, Clone, Deserialize, utoipa::ToSchema)]
+#[schema(as = ledger_transaction_create_request)]
 pub struct TransactionInput {
     pub description: Option<String>,
+    /// `pending` (the default) or `posted`.
+    #[schema(schema_with = transaction_create_status_or_null)]
     pub status: Option<String>,
+    #[schema(schema_with = super::super::schema::metadata_or_null)]
     pub metadata: Option<Metadata>,
+    /// Now when neither it nor `effective_date` is given; years 1 to 9999.
+    #[schema(schema_with = super::super::schema::date_time_or_null)]
     pub effective_at: Option<String>,
+    /// The start of that UTC day, when `effective_at` is not given.
+    #[schema(schema_with = super::super::schema::date_or_null)]
     pub effective_date: Option<String>,
+    /// 1 to 1000 entries, balancing per currency (SPEC G2).
     #[serde(default)]
+    #[schema(value_type = Vec<EntryInput>, required = true, min_items = 1, max_items = 1000)]
     pub ledger_entries: Option<Vec<EntryInput>>,
     pub external_id: Option<String>,
+    /// Given with `ledgerable_id`.
+    #[schema(schema_with = super::super::schema::ledger_transaction_ledgerable_type_or_null)]
     pub ledgerable_type: Option<String>,
+    /// Given with `ledgerable_type`.
+    #[schema(format = "uuid")]
     pub ledgerable_id: Option<String>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+/// MT's `ledger_transaction_update_request`. A pending transaction can be posted or archived,
+/// and its `external_id` and ledgerable link changed; any transaction's description and metadata.
+#[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
+#[schema(as = ledger_transaction_update_request)]
 pub struct TransactionPatch {
     #[serde(default, deserialize_with = "super::super::common::nullable")]
     pub description: Option<Option<String>>,
+    /// `posted` or `archived` moves a pending transaction; its current status changes nothing.
+    #[schema(schema_with = super::super::schema::ledger_status_or_null)]
     pub status: Option<String>,
+    #[schema(schema_with = super::super::schema::metadata_patch_or_null)]
     pub metadata: Option<MetadataPatch>,
+    /// Accepted only when it is the transaction's own (Payrail does not move a transaction).
+    #[schema(ignore)]
     pub effective_at: Option<String>,
+    /// Not supported: Payrail does not replace a transaction's entries.
+    #[schema(ignore)]
     pub ledger_entries: Option<Vec<EntryInput>>,
+    #[schema(schema_with = super::super::schema::ledger_transaction_ledgerable_type_or_null)]
     pub ledgerable_type: Option<String>,
+    #[schema(format = "uuid")]
     pub ledgerable_id: Option<String>,
     #[serde(default, deserialize_with = "super::super::common::nullable")]
     pub external_id: Option<Option<String>>,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+/// MT's `ledger_transaction_reversal_create_request`.
+#[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
+#[schema(as = ledger_transaction_reversal_create_request)]
 pub struct ReversalInput {
     pub description: Option<String>,
+    /// `posted` (the default) or `pending`.
+    #[schema(schema_with = transaction_create_status_or_null)]
     pub status: Option<String>,
+    #[schema(schema_with = super::super::schema::metadata_or_null)]
     pub metadata: Option<Metadata>,
+    /// The original's when absent; years 1 to 9999.
+    #[schema(schema_with = super::super::schema::date_time_or_null)]
     pub effective_at: Option<String>,
     pub external_id: Option<String>,
+    /// Given with `ledgerable_id`.
+    #[schema(schema_with = super::super::schema::ledger_transaction_ledgerable_type_or_null)]
     pub ledgerable_type: Option<String>,
+    /// Given with `ledgerable_type`.
+    #[schema(format = "uuid")]
     pub ledgerable_id: Option<String>,
+}
+
+/// MT's `ledger_transaction_version`, for the OpenAPI document only: the document
+/// `version_record` writes (the transaction as it then was, without `updated_at`, with the
+/// version's own id and `created_at`, its `ledger_transaction_id` and `version`). A test checks
+/// that the two name the same fields.
+#[derive(utoipa::ToSchema)]
+#[schema(as = ledger_transaction_version)]
+#[allow(dead_code)]
+pub struct VersionDoc {
+    id: String,
+    object: String,
+    live_mode: bool,
+    created_at: Timestamp,
+    description: Option<String>,
+    #[schema(schema_with = super::super::schema::ledger_status)]
+    status: LedgerStatus,
+    #[schema(schema_with = super::super::schema::metadata)]
+    metadata: Metadata,
+    effective_at: Timestamp,
+    #[schema(schema_with = super::super::schema::date)]
+    effective_date: String,
+    ledger_entries: Vec<VersionEntryDoc>,
+    posted_at: Option<Timestamp>,
+    ledger_id: String,
+    #[schema(schema_with = super::super::schema::ledger_transaction_ledgerable_type_or_null)]
+    ledgerable_type: Option<String>,
+    ledgerable_id: Option<String>,
+    external_id: Option<String>,
+    reverses_ledger_transaction_id: Option<String>,
+    reversed_by_ledger_transaction_id: Option<String>,
+    partially_posts_ledger_transaction_id: Option<String>,
+    archived_reason: Option<String>,
+    ledger_transaction_id: String,
+    version: i64,
+}
+
+/// MT's `ledger_entry_of_transaction_version`, for the OpenAPI document only: an entry of a
+/// [`VersionDoc`] (a `ledger_entry` without `updated_at` and `discarded_at`).
+#[derive(utoipa::ToSchema)]
+#[schema(as = ledger_entry_of_transaction_version)]
+#[allow(dead_code)]
+pub struct VersionEntryDoc {
+    id: String,
+    object: String,
+    live_mode: bool,
+    created_at: Timestamp,
+    amount: i64,
+    amount_string: String,
+    effective_at: Timestamp,
+    #[schema(schema_with = super::super::schema::direction)]
+    direction: Direction,
+    #[schema(schema_with = super::super::schema::ledger_status)]
+    status: LedgerStatus,
+    ledger_account_id: String,
+    ledger_account_lock_version: Option<i64>,
+    ledger_account_currency: String,
+    ledger_account_currency_exponent: u8,
+    ledger_transaction_id: String,
+    resulting_ledger_account_balances: Option<super::BalancesDoc>,
+    #[schema(schema_with = super::super::schema::metadata)]
+    metadata: Metadata,
+}
+
+/// The statuses a ledger transaction is created with.
+fn transaction_create_status_or_null() -> utoipa::openapi::schema::Object {
+    super::super::schema::nullable_string_enum(&["pending", "posted"])
 }
 
 /// An entry as requested, checked on its own.
@@ -979,8 +1107,11 @@ pub async fn follow_order(
     Ok(())
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+/// MT's `ledger_entry_update_request`.
+#[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
+#[schema(as = ledger_entry_update_request)]
 pub struct EntryPatch {
+    #[schema(schema_with = super::super::schema::metadata_patch_or_null)]
     pub metadata: Option<MetadataPatch>,
 }
 
@@ -1002,4 +1133,71 @@ pub async fn update_entry(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &
         Ok(json)
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn property_names(schema: utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>) -> BTreeSet<String> {
+        let value = serde_json::to_value(schema).unwrap();
+        value["properties"].as_object().unwrap().keys().cloned().collect()
+    }
+
+    fn keys(value: &Value) -> BTreeSet<String> {
+        value.as_object().unwrap().keys().cloned().collect()
+    }
+
+    /// The published `ledger_transaction_version` names exactly the fields a version holds.
+    #[test]
+    fn g1_version_schema_names_what_a_version_holds() {
+        let now = Timestamp::parse_rfc3339("2026-03-01T00:00:00Z").unwrap();
+        let entry = LedgerEntry {
+            id: new_id(),
+            object: entries::KIND.into(),
+            live_mode: false,
+            created_at: now,
+            updated_at: now,
+            discarded_at: None,
+            amount: 1,
+            amount_string: "1".into(),
+            effective_at: now,
+            direction: Direction::Debit,
+            status: LedgerStatus::Pending,
+            ledger_account_id: new_id(),
+            ledger_account_lock_version: None,
+            ledger_account_currency: "USD".into(),
+            ledger_account_currency_exponent: 2,
+            ledger_transaction_id: new_id(),
+            resulting_ledger_account_balances: None,
+            metadata: Metadata::new(),
+        };
+        let txn = LedgerTransaction {
+            id: new_id(),
+            object: KIND.into(),
+            live_mode: false,
+            created_at: now,
+            updated_at: now,
+            description: None,
+            status: LedgerStatus::Pending,
+            metadata: Metadata::new(),
+            effective_at: now,
+            effective_date: date_of(now),
+            ledger_entries: vec![entry],
+            posted_at: None,
+            ledger_id: new_id(),
+            ledgerable_type: None,
+            ledgerable_id: None,
+            external_id: None,
+            reverses_ledger_transaction_id: None,
+            reversed_by_ledger_transaction_id: None,
+            partially_posts_ledger_transaction_id: None,
+            archived_reason: None,
+        };
+        let scope = Scope { organization_id: "org".into(), live_mode: false };
+        let record = txn.version_record(&scope, 1, now).unwrap();
+        let version: Value = serde_json::from_str(&record.doc).unwrap();
+        assert_eq!(keys(&version), property_names(<VersionDoc as utoipa::PartialSchema>::schema()));
+        assert_eq!(keys(&version["ledger_entries"][0]), property_names(<VersionEntryDoc as utoipa::PartialSchema>::schema()));
+    }
 }
