@@ -338,13 +338,14 @@ fn list_sql(query: &ListQuery) -> (String, Vec<Value>) {
 }
 
 /// [`Store::bulk_chunk`] on SQLite.
-pub const SQLITE_BULK_CHUNK: usize = 200;
+pub const SQLITE_BULK_CHUNK: usize = 50;
 
 #[async_trait]
 impl Store for SqliteStore {
-    /// 200 orders a commit (about 10 ms of the one writer), not 500: on the 100,000-order
-    /// cut-off, API writes p50 6.5 ms and p99 21 ms instead of 21 and 66 (100 a commit: p99 33
-    /// ms and a cut-off 3 s longer); BENCHMARKS.md.
+    /// 50 orders a commit (a few ms of the one writer), not 500: an API write waits for the
+    /// bulk commit in progress. On the 100,000-order cut-off, with checkpoints every 1 ms: API
+    /// writes p99 5.1 to 5.4 ms and a cut-off of 12.5 to 12.8 s; 100 a commit, 7.9 to 10.3 ms and
+    /// 11.3 to 12.3 s; 200, 14.2 to 14.6 ms and 9.8 to 10.8 s (BENCHMARKS.md, tenth round).
     fn bulk_chunk(&self) -> usize {
         SQLITE_BULK_CHUNK
     }
