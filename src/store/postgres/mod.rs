@@ -42,9 +42,9 @@ pub(crate) use faults::{Db, db_err, within};
 
 /// How long a request waits for a pooled connection before answering 503 (at most).
 const POOL_WAIT: Duration = Duration::from_secs(5);
-/// Outbox positions are `(transaction id << RANK_BITS) | rank of the row in its transaction`.
-/// [`Store::bulk_in_flight`] on PostgreSQL (measured in BENCHMARKS.md, "Bank cut-offs").
+/// [`Store::bulk_in_flight`] on PostgreSQL (measured in BENCHMARKS.md, tenth round).
 const BULK_IN_FLIGHT: usize = 2;
+/// Outbox positions are `(transaction id << RANK_BITS) | rank of the row in its transaction`.
 const RANK_BITS: u32 = 16;
 const RANK_MASK: i64 = (1 << RANK_BITS) - 1;
 
