@@ -256,7 +256,8 @@ impl ExpectedPayment {
         terms.extend(self.counterparty_id.as_ref().map(|id| Term::new("counterparty_id", id)));
         terms.extend(self.external_id.as_ref().map(|id| Term::new("external_id", id)));
         if !self.live_mode && self.status == "unreconciled" {
-            terms.push(Term::new(SANDBOX_WAITING_TERM, self.created_at.to_string()));
+            // The sandbox bank books it a step after its last change, as it carries orders.
+            terms.push(Term::new(SANDBOX_WAITING_TERM, self.updated_at.to_string()));
         }
         terms
     }

@@ -86,7 +86,7 @@ pub async fn answer_all(state: &AppState, step_ms: u64) -> anyhow::Result<()> {
         if let Err(err) = answered {
             tracing::warn!(connection = %registered.connection.id, error = %format!("{err:#}"), "the sandbox bank could not answer a file");
         }
-        if let Err(err) = book_expected(state, &registered, &folders).await {
+        if let Err(err) = book_expected(state, &registered, &folders, step).await {
             tracing::warn!(connection = %registered.connection.id, error = %format!("{err:#}"), "the sandbox bank could not book an expected payment");
         }
         let now = state.clock.now();
@@ -95,13 +95,15 @@ pub async fn answer_all(state: &AppState, step_ms: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Books a payment matching each unreconciled expected payment of the connection's accounts, as
-/// Modern Treasury's sandbox does within seconds (SPEC B7): a `camt.054` entry on the expected
+/// Books a payment matching each unreconciled expected payment of the connection's accounts a
+/// step after its last change (so a client can still update it), as Modern Treasury's sandbox
+/// does within seconds (SPEC B7): a `camt.054` entry on the expected
 /// payment's account, of its lower bound (its upper one when the lower is zero), on its first
 /// possible day, of its type. The inbound reader then makes the transaction and reconciles it.
-async fn book_expected(state: &AppState, registered: &Registered, folders: &Folders) -> anyhow::Result<()> {
+async fn book_expected(state: &AppState, registered: &Registered, folders: &Folders, step: Duration) -> anyhow::Result<()> {
     use crate::domain::expected_payment::{self, ExpectedPayment};
     let scope = &registered.scope;
+    let settled_before = state.clock.now().plus_micros(-(step.as_micros() as i64));
     let filters = vec![Filter::Eq { name: "status".into(), value: "unreconciled".into() }];
     let page =
         state.store.list(&ListQuery { kind: expected_payment::KIND, scope: scope.clone(), filters, after_seq: None, limit: 100 }).await?;
@@ -109,7 +111,7 @@ async fn book_expected(state: &AppState, registered: &Registered, folders: &Fold
     for stored in page.items {
         let expected: ExpectedPayment = serde_json::from_str(&stored.doc)?;
         let marker = folders.answered.join(format!("expected-{}.json", expected.id));
-        if marker.exists() {
+        if expected.updated_at > settled_before || marker.exists() {
             continue;
         }
         if !numbers.contains_key(&expected.internal_account_id) {

@@ -85,17 +85,17 @@ pub async fn pass(state: &AppState, step_ms: u64) -> anyhow::Result<usize> {
     for scope in to_cut.into_values() {
         cut_off(state, scope, step_ms).await?;
     }
-    open_expecting(state).await?;
+    open_expecting(state, &upto).await?;
     bank_side::answer_all(state, step_ms).await?;
     Ok(moved)
 }
 
-/// Opens the sandbox connection folders of the tenants with expected payments waiting, so the
-/// bank books them even where no order ever went out.
-async fn open_expecting(state: &AppState) -> anyhow::Result<()> {
+/// Opens the sandbox connection folders of the tenants with expected payments unchanged since
+/// `upto` (a step ago), so the bank books them even where no order ever went out.
+async fn open_expecting(state: &AppState, upto: &str) -> anyhow::Result<()> {
     use crate::domain::expected_payment::{KIND, SANDBOX_WAITING_TERM};
     let now = state.clock.now();
-    let waiting = state.store.scan_due(KIND, SANDBOX_WAITING_TERM, &now.to_string(), PASS_ORDERS_MAX).await?;
+    let waiting = state.store.scan_due(KIND, SANDBOX_WAITING_TERM, upto, PASS_ORDERS_MAX).await?;
     let mut seen = std::collections::BTreeSet::new();
     for (scope, _) in waiting.into_iter().filter(|(scope, _)| !scope.live_mode) {
         if seen.insert(scope.organization_id.clone()) {
