@@ -1,14 +1,16 @@
 //! The cut-off benchmark (issue 20): `payrail bank cutoff` of 100,000 approved ACH orders over a
-//! directory connection, from `approved` to `sent`, timed and its peak RSS measured, as an
-//! operator would run it (the release `payrail` binary as a child process).
+//! loopback SFTP connection (a real OpenSSH server on 127.0.0.1, started as the transport tests
+//! start it), from `approved` to `sent`, timed and its peak RSS measured, as an operator would
+//! run it (the release `payrail` binary as a child process).
 //!
 //! ```sh
-//! cargo bench --bench cutoff                              # SQLite, 100,000 orders
+//! cargo bench --bench cutoff                              # SQLite, 100,000 orders, over SFTP
 //! cargo bench --bench cutoff -- --orders 10000            # fewer
 //! cargo bench --bench cutoff -- --database-url "$url"     # PostgreSQL (creates and drops a database)
+//! cargo bench --bench cutoff -- --transport directory     # a local folder pair instead of SFTP
 //! ```
 //!
-//! Steps: a fresh data directory; a live connection (directory transport, `[ach]`), an internal
+//! Steps: a fresh data directory; a live connection (SFTP or directory transport, `[ach]`), an internal
 //! account and one order made through the domain; then the orders, copies of that one with
 //! their own ids and amounts, written straight to the store in batches of 1,000 (seeding is not
 //! what is measured). Idle RSS is the peak of `payrail bank files` on the same database (the
@@ -22,8 +24,10 @@
 //! with its opening and closing balances. Each run must apply the whole file.
 
 mod probe;
+#[path = "../../tests/common/sshd.rs"]
+mod sshd;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
@@ -46,10 +50,19 @@ struct Args {
     returns: usize,
     statement_entries: usize,
     latency: bool,
+    sftp: bool,
 }
 
 fn args() -> Args {
-    let mut out = Args { orders: 100_000, database_url: None, answers: false, returns: 10_000, statement_entries: 50_000, latency: false };
+    let mut out = Args {
+        orders: 100_000,
+        database_url: None,
+        answers: false,
+        returns: 10_000,
+        statement_entries: 50_000,
+        latency: false,
+        sftp: true,
+    };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         match arg.as_str() {
@@ -57,10 +70,17 @@ fn args() -> Args {
             "--database-url" => out.database_url = it.next(),
             "--answers" => out.answers = true,
             "--latency" => out.latency = true,
+            "--transport" => {
+                out.sftp = match it.next().as_deref() {
+                    Some("sftp") => true,
+                    Some("directory") => false,
+                    other => panic!("--transport sftp|directory, not {other:?}"),
+                }
+            }
             "--returns" => out.returns = it.next().and_then(|n| n.parse().ok()).expect("--returns N"),
             "--statement-entries" => out.statement_entries = it.next().and_then(|n| n.parse().ok()).expect("--statement-entries N"),
             "--bench" => {}
-            other => panic!("unknown argument {other} (--orders N, --database-url URL, --answers, --latency)"),
+            other => panic!("unknown argument {other} (--orders N, --database-url URL, --transport sftp|directory, --answers, --latency)"),
         }
     }
     out
@@ -94,21 +114,44 @@ async fn analyze(url: &str) {
     let _ = driver.await;
 }
 
-/// Registers the connection, an account on it and `n` approved ACH orders; the connection's id.
-async fn seed(config: &Config, dir: &Path, n: usize) -> String {
-    let (store, secrets) = payrail::connect(config).await.expect("open the store");
-    let bank = dir.join("acme-bank");
-    std::fs::create_dir_all(&bank).unwrap();
-    let toml = r#"name = "Bench Bank"
-organization = "bench"
-mode = "live"
-timezone = "America/New_York"
-cutoffs = ["16:45"]
-[transport]
-kind = "directory"
-outbound_dir = "outbound"
-inbound_dir = "inbound"
-[ach]
+/// The bank the cut-off delivers to: its two folders as local paths, and the OpenSSH server in
+/// front of them when the transport is SFTP (stopped on drop).
+struct BankSide {
+    outbound: PathBuf,
+    inbound: PathBuf,
+    sshd: Option<sshd::Sshd>,
+}
+
+impl BankSide {
+    fn start(dir: &Path, sftp: bool) -> BankSide {
+        let sshd = sftp.then(sshd::Sshd::start);
+        let root = sshd.as_ref().map_or_else(|| dir.join("acme-bank"), |s| s.dir().to_owned());
+        let (outbound, inbound) = (root.join("outbound"), root.join("inbound"));
+        for folder in [&outbound, &inbound] {
+            std::fs::create_dir_all(folder).unwrap();
+        }
+        BankSide { outbound, inbound, sshd }
+    }
+
+    /// The connection config's `[transport]` table; an SFTP identity file is written in `dir`.
+    fn transport_toml(&self, dir: &Path) -> String {
+        let (outbound, inbound) = (self.outbound.display(), self.inbound.display());
+        let folders = format!("outbound_dir = \"{outbound}\"\ninbound_dir = \"{inbound}\"\n");
+        let Some(sshd) = &self.sshd else { return format!("kind = \"directory\"\n{folders}") };
+        std::fs::write(dir.join("bank_ed25519"), &sshd.user_key.private).unwrap();
+        format!(
+            "kind = \"sftp\"\nhost = \"127.0.0.1\"\nport = {}\nuser = \"{}\"\nidentity_file = \"bank_ed25519\"\nhost_key = \"{}\"\n{folders}",
+            sshd.port, sshd.user, sshd.host_key.public
+        )
+    }
+
+    fn kind(&self) -> &'static str {
+        if self.sshd.is_some() { "sftp" } else { "directory" }
+    }
+}
+
+/// The connection's ACH identities.
+const ACH: &str = r#"[ach]
 immediate_destination = "021000021"
 immediate_destination_name = "ACME BANK"
 immediate_origin = "1234567890"
@@ -116,8 +159,16 @@ immediate_origin_name = "ACME CORP"
 company_id = "1234567890"
 company_name = "ACME CORP"
 "#;
+
+/// Registers the connection, an account on it and `n` approved ACH orders; the connection's id.
+async fn seed(config: &Config, dir: &Path, bank_side: &BankSide, n: usize) -> String {
+    let (store, secrets) = payrail::connect(config).await.expect("open the store");
+    let bank = dir.join("acme-bank");
+    std::fs::create_dir_all(&bank).unwrap();
+    let head = "name = \"Bench Bank\"\norganization = \"bench\"\nmode = \"live\"\ntimezone = \"America/New_York\"\ncutoffs = [\"16:45\"]\n";
+    let toml = format!("{head}[transport]\n{}{ACH}", bank_side.transport_toml(&bank));
     let now = SystemClock.now();
-    let registered = payrail::bank::connection::add(store.as_ref(), &secrets, toml, &bank, now).await.expect("register the connection");
+    let registered = payrail::bank::connection::add(store.as_ref(), &secrets, &toml, &bank, now).await.expect("register the connection");
     let scope = Scope { organization_id: ORG.into(), live_mode: true };
     let ctx = Ctx { store: store.as_ref(), rails: None, secrets: &secrets, scope: &scope, now };
     let commit = DirectCommit(store.as_ref());
@@ -206,7 +257,8 @@ fn main() {
         None => (None, None),
     };
     let config = Config { data_dir: dir.path().to_owned(), database_url: database_url.clone(), ..Config::default() };
-    let connection = runtime.block_on(seed(&config, dir.path(), args.orders));
+    let bank_side = BankSide::start(dir.path(), args.sftp);
+    let connection = runtime.block_on(seed(&config, dir.path(), &bank_side, args.orders));
     if let Some(url) = &database_url {
         // A live database has statistics; a fresh one filled in seconds has none until
         // autovacuum's next round, and plans its term lookups blind meanwhile.
@@ -235,20 +287,19 @@ fn main() {
     } else {
         None
     };
-    let outbound = dir.path().join("acme-bank/outbound");
-    let files: Vec<_> = std::fs::read_dir(&outbound).unwrap().map(|e| e.unwrap().path()).collect();
+    let files: Vec<_> = std::fs::read_dir(&bank_side.outbound).unwrap().map(|e| e.unwrap().path()).collect();
     assert_eq!(files.len(), 1, "one file: {files:?}");
     let text = std::fs::read_to_string(&files[0]).unwrap();
     let parsed = payrail::bank::formats::nacha::parse(&text).expect("the file parses");
     let entries: usize = parsed.batches.iter().map(|b| b.entries.len()).sum();
     assert_eq!(entries, args.orders, "every order is in the file");
     if let Some((run, seconds)) = run {
-        report_cli_run(&args, store_name, &run, seconds, idle_mb, idle_cpu, text.len());
+        report_cli_run(&args, (store_name, bank_side.kind()), &run, seconds, idle_mb, idle_cpu, text.len());
     }
     if args.answers {
         let account = runtime.block_on(account_number(&config));
         let probe = api.as_ref().zip(idle_latency.as_ref()).map(|((api, server), idle)| (&runtime, api, server, idle));
-        answers::run(&args, dir.path(), database_url.as_deref(), &connection, &text, &account, store_name, probe);
+        answers::run(&args, dir.path(), &bank_side.inbound, database_url.as_deref(), &connection, &text, &account, store_name, probe);
     }
     drop(api);
     if let (Some(url), Some(name)) = (&args.database_url, &database_name) {
@@ -257,7 +308,15 @@ fn main() {
 }
 
 /// The command line cut-off's figures: its time, CPU and peak RSS (`wait4` of the child).
-fn report_cli_run(args: &Args, store_name: &str, run: &std::process::Output, seconds: f64, idle_mb: f64, idle_cpu: f64, file_bytes: usize) {
+fn report_cli_run(
+    args: &Args,
+    (store_name, transport): (&str, &str),
+    run: &std::process::Output,
+    seconds: f64,
+    idle_mb: f64,
+    idle_cpu: f64,
+    file_bytes: usize,
+) {
     assert!(run.status.success(), "bank cutoff: {}\n{}", String::from_utf8_lossy(&run.stdout), String::from_utf8_lossy(&run.stderr));
     let (peak_mb, all_cpu) = children_usage();
     let cpu = all_cpu - idle_cpu;
@@ -266,14 +325,14 @@ fn report_cli_run(args: &Args, store_name: &str, run: &std::process::Output, sec
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let load = load.split_whitespace().next().unwrap_or("?").to_owned();
     println!(
-        "cutoff {store_name}: {} ACH orders approved -> sent in {seconds:.1} s ({:.0} orders/s, {cpu:.1} s CPU); peak RSS {peak_mb:.0} MB, idle {idle_mb:.0} MB, +{:.0} MB; file {file_bytes} bytes; load average {load}",
+        "cutoff {store_name} over {transport}: {} ACH orders approved -> sent in {seconds:.1} s ({:.0} orders/s, {cpu:.1} s CPU); peak RSS {peak_mb:.0} MB, idle {idle_mb:.0} MB, +{:.0} MB; file {file_bytes} bytes; load average {load}",
         args.orders,
         args.orders as f64 / seconds,
         peak_mb - idle_mb,
     );
     println!(
         "{}",
-        json!({"bench": "cutoff", "store": store_name, "orders": args.orders, "seconds": seconds, "cpu_seconds": cpu, "load_average": load, "peak_rss_mb": peak_mb, "idle_rss_mb": idle_mb, "rss_above_idle_mb": peak_mb - idle_mb, "file_bytes": file_bytes})
+        json!({"bench": "cutoff", "store": store_name, "transport": transport, "orders": args.orders, "seconds": seconds, "cpu_seconds": cpu, "load_average": load, "peak_rss_mb": peak_mb, "idle_rss_mb": idle_mb, "rss_above_idle_mb": peak_mb - idle_mb, "file_bytes": file_bytes})
     );
 }
 
@@ -308,6 +367,7 @@ mod answers {
     pub fn run(
         args: &super::Args,
         dir: &Path,
+        inbound: &Path,
         url: Option<&str>,
         connection: &str,
         sent: &str,
@@ -315,8 +375,6 @@ mod answers {
         store: &str,
         probe: Option<Probe<'_>>,
     ) {
-        let inbound = dir.join("acme-bank/inbound");
-        std::fs::create_dir_all(&inbound).unwrap();
         let returns = returns_file(sent, args.returns.min(args.orders));
         std::fs::write(inbound.join("returns.ach"), &returns).unwrap();
         let (seconds, peak_mb, out) = probed(probe, store, "the returns file", dir, url, connection);
