@@ -284,8 +284,12 @@ async fn release_claims<'a>(client: &deadpool_postgres::Object, group: &'a [Job]
     let ids: Vec<&str> = claims.iter().map(|c| c.api_key_id.as_str()).collect();
     let keys: Vec<&str> = claims.iter().map(|c| c.key.as_str()).collect();
     let nonces: Vec<i64> = claims.iter().map(|c| c.nonce as i64).collect();
-    let statement = client.prepare_cached(claims::RELEASE_SQL).await.map_err(db_err)?;
-    let rows = client.query(&statement, &[&ids, &keys, &nonces]).await.map_err(db_err)?;
+    // Planned afresh each time (an unnamed statement), never as a cached generic plan: the
+    // claims table is a queue, small when a connection first plans the release (a hash join
+    // over a sequential scan) and then full of dead rows until autovacuum comes, which that
+    // scan reads on every group commit. A plan made now sees the table's size and takes the
+    // primary key.
+    let rows = client.query(claims::RELEASE_SQL, &[&ids, &keys, &nonces]).await.map_err(db_err)?;
     // Answer in terms of the group's own strings, so the set borrows nothing from the rows.
     let mut released = HashSet::new();
     for row in rows {
