@@ -55,7 +55,7 @@ pub async fn apply_all(tx: &Object, claim: Option<&ClaimToken>, writes: &[Write]
     };
     if !pipelined {
         release.await?;
-        for write in writes {
+        for write in lock_order(tx, writes).await? {
             apply(tx, write).await?;
         }
         return Ok(());
@@ -63,6 +63,29 @@ pub async fn apply_all(tx: &Object, claim: Option<&ClaimToken>, writes: &[Write]
     let (released, applied) = tokio::join!(release, join_all(writes.iter().map(|write| apply(tx, write))));
     released?;
     applied.into_iter().collect()
+}
+
+/// The order a batch's writes are applied in: as given, except that the unique keys of a batch
+/// that posts to a ledger are taken after its accounts are locked. The group commit can only
+/// take them in that order (it locks the accounts, then learns which postings pass and so which
+/// keys to take), and a batch committed alone that took its key first could deadlock against a
+/// group, which a client racing another on one `external_id` would see as a 409. A key already
+/// taken still refuses the batch before anything is locked, as in the group.
+async fn lock_order<'a>(tx: &Object, writes: &'a [Write]) -> Result<Vec<&'a Write>> {
+    let is_unique = |w: &&Write| matches!(w, Write::Unique { .. });
+    let posts = writes.iter().any(|w| matches!(w, Write::LedgerPost { .. } | Write::LedgerSettle { .. }));
+    if !posts || !writes.iter().any(|w| is_unique(&w)) {
+        return Ok(writes.iter().collect());
+    }
+    let keys: Vec<&str> = writes.iter().filter_map(|w| if let Write::Unique { key, .. } = w { Some(key.as_str()) } else { None }).collect();
+    let taken = ledger::taken_keys(tx, &keys).await?;
+    if let Some(Write::Unique { parameter, message, .. }) =
+        writes.iter().find(|w| matches!(w, Write::Unique { key, .. } if taken.contains(key)))
+    {
+        return Err(Error::invalid(parameter, message));
+    }
+    let (uniques, rest): (Vec<&Write>, Vec<&Write>) = writes.iter().partition(is_unique);
+    Ok(rest.into_iter().chain(uniques).collect())
 }
 
 async fn release_own_claim(tx: &Object, token: &ClaimToken) -> Result<()> {
