@@ -116,9 +116,10 @@ async fn claim_group(db: &Db, mut group: Vec<Job>) {
 /// Takes the keys of `requests` not already replied, in the order given (each key once).
 /// Columns: the key, then the stored reply's columns (NULL for a key taken instead).
 /// Replies are looked up key by key (a LATERAL subquery with LIMIT is never turned into a hash
-/// join): a generic plan made while the table was small would otherwise scan it whole.
+/// join): a generic plan made while the table was small would otherwise scan it whole. The
+/// input is read through sub-selects so that the plan is made once (the store's note on plans).
 const CLAIM_GROUP_SQL: &str = "WITH req AS (
-       SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[])
+       SELECT * FROM unnest((SELECT $1::text[]), (SELECT $2::text[]), (SELECT $3::bigint[]), (SELECT $4::bigint[]), (SELECT $5::bigint[]))
          WITH ORDINALITY AS q(api_key_id, key, nonce, lease_until, now, n)),
      stored AS (
        SELECT q.api_key_id, q.key, r.status, r.content_type, r.body, r.fingerprint, r.created_at, r.expires_at
@@ -137,8 +138,9 @@ const CLAIM_GROUP_SQL: &str = "WITH req AS (
      SELECT api_key_id, key, NULL, NULL, NULL, NULL, NULL, NULL FROM taken";
 
 /// The second look, in a snapshot taken after the claim statement committed.
+/// Its input is read through sub-selects so that its plan is made once (the store's note on plans).
 const REPLIES_SQL: &str = "SELECT q.api_key_id, q.key, r.status, r.content_type, r.body, r.fingerprint, r.created_at, r.expires_at
-     FROM unnest($1::text[], $2::text[], $3::bigint[]) AS q(api_key_id, key, now)
+     FROM unnest((SELECT $1::text[]), (SELECT $2::text[]), (SELECT $3::bigint[])) AS q(api_key_id, key, now)
      CROSS JOIN LATERAL (
        SELECT * FROM idempotency_replies r WHERE r.api_key_id = q.api_key_id AND r.key = q.key AND r.expires_at > q.now LIMIT 1) r";
 

@@ -25,8 +25,9 @@ const STORE_ACCOUNTS: &str = "UPDATE ledger_account_sums AS s
 const INSERT_POSTINGS: &str = "INSERT INTO ledger_postings (entry_id, account_id, effective_at, version, status, debit, amount)
      SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::smallint[], $6::boolean[], $7::bigint[])";
 const SETTLE_POSTINGS: &str = "UPDATE ledger_postings SET status = $2 WHERE entry_id = ANY($1) AND status = 0";
+/// The ids are read through a sub-select so that the plan is made once (the store's note on plans).
 pub const ACCOUNTS: &str = "SELECT account_id, credit_normal, posted_debits, posted_credits, pending_debits, pending_credits, lock_version
-     FROM ledger_account_sums WHERE account_id = ANY($1)";
+     FROM ledger_account_sums WHERE account_id = ANY((SELECT $1::text[])::text[])";
 const SUM_BUCKETS: &str = "SELECT coalesce(sum(b.posted_debits), 0)::bigint, coalesce(sum(b.posted_credits), 0)::bigint,
        coalesce(sum(b.pending_debits), 0)::bigint, coalesce(sum(b.pending_credits), 0)::bigint
      FROM unnest($2::smallint[], $3::bigint[], $4::bigint[]) AS r(level, lo, hi)
