@@ -195,7 +195,8 @@ async fn write_group(client: &deadpool_postgres::Object, group: &[Job], outcomes
 /// error; what the others did is written in a few set-based statements.
 async fn apply_ledger(client: &deadpool_postgres::Object, group: &[Job], outcomes: &mut [Option<Result<()>>]) -> Result<()> {
     let admitted = |outcomes: &[Option<Result<()>>]| -> Vec<usize> { (0..group.len()).filter(|i| outcomes[*i].is_none()).collect() };
-    let wanted: Vec<&str> = admitted(outcomes).into_iter().flat_map(|i| unique_keys(&group[i].item)).map(|(key, _, _)| key).collect();
+    let wanted: Vec<&str> =
+        admitted(outcomes).into_iter().flat_map(|i| writes::unique_keys(&group[i].item.writes)).map(|(key, _, _)| key).collect();
     let taken: HashSet<String> = ledger::taken_keys(client, &wanted).await?.into_iter().collect();
     let mut named: Vec<String> = Vec::new();
     for i in admitted(outcomes) {
@@ -212,7 +213,7 @@ async fn apply_ledger(client: &deadpool_postgres::Object, group: &[Job], outcome
     let (mut lines_out, mut versions_out): (Vec<&LedgerLine>, Vec<i64>) = (Vec::new(), Vec::new());
     for i in admitted(outcomes) {
         let batch = &group[i].item;
-        let keys: Vec<(&str, &str, &str)> = unique_keys(batch).collect();
+        let keys: Vec<(&str, &str, &str)> = writes::unique_keys(&batch.writes).collect();
         if let Some((_, parameter, message)) = keys.iter().find(|(key, _, _)| taken.contains(*key) || claimed.contains(key)) {
             outcomes[i] = Some(Err(Error::invalid(*parameter, *message)));
             continue;
@@ -248,14 +249,6 @@ fn is_guarded_post(write: &Write) -> bool {
     matches!(write, Write::LedgerPost { guards, .. } if !guards.is_empty())
 }
 
-/// A batch's unique keys: (key, parameter, message).
-fn unique_keys(batch: &WriteBatch) -> impl Iterator<Item = (&str, &str, &str)> {
-    batch.writes.iter().filter_map(|w| match w {
-        Write::Unique { key, parameter, message } => Some((key.as_str(), parameter.as_str(), message.as_str())),
-        _ => None,
-    })
-}
-
 /// Applies one batch's postings to `states`, all or nothing; each line with its new version.
 fn post_in_memory<'a>(batch: &'a WriteBatch, states: &mut BTreeMap<String, AccountState>) -> Result<Vec<(&'a LedgerLine, i64)>> {
     let mut scratch: BTreeMap<String, AccountState> = BTreeMap::new();
@@ -284,7 +277,8 @@ async fn release_claims<'a>(client: &deadpool_postgres::Object, group: &'a [Job]
     let ids: Vec<&str> = claims.iter().map(|c| c.api_key_id.as_str()).collect();
     let keys: Vec<&str> = claims.iter().map(|c| c.key.as_str()).collect();
     let nonces: Vec<i64> = claims.iter().map(|c| c.nonce as i64).collect();
-    // Planned afresh each time (an unnamed statement), never as a cached generic plan: the
+    // Planned afresh each time (a statement prepared for this one run), never as a cached
+    // generic plan: the
     // claims table is a queue, small when a connection first plans the release (a hash join
     // over a sequential scan) and then full of dead rows until autovacuum comes, which that
     // scan reads on every group commit. A plan made now sees the table's size and takes the

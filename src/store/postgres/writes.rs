@@ -72,20 +72,25 @@ pub async fn apply_all(tx: &Object, claim: Option<&ClaimToken>, writes: &[Write]
 /// group, which a client racing another on one `external_id` would see as a 409. A key already
 /// taken still refuses the batch before anything is locked, as in the group.
 async fn lock_order<'a>(tx: &Object, writes: &'a [Write]) -> Result<Vec<&'a Write>> {
-    let is_unique = |w: &&Write| matches!(w, Write::Unique { .. });
+    let keys: Vec<(&str, &str, &str)> = unique_keys(writes).collect();
     let posts = writes.iter().any(|w| matches!(w, Write::LedgerPost { .. } | Write::LedgerSettle { .. }));
-    if !posts || !writes.iter().any(|w| is_unique(&w)) {
+    if !posts || keys.is_empty() {
         return Ok(writes.iter().collect());
     }
-    let keys: Vec<&str> = writes.iter().filter_map(|w| if let Write::Unique { key, .. } = w { Some(key.as_str()) } else { None }).collect();
-    let taken = ledger::taken_keys(tx, &keys).await?;
-    if let Some(Write::Unique { parameter, message, .. }) =
-        writes.iter().find(|w| matches!(w, Write::Unique { key, .. } if taken.contains(key)))
-    {
-        return Err(Error::invalid(parameter, message));
+    let taken = ledger::taken_keys(tx, &keys.iter().map(|(key, _, _)| *key).collect::<Vec<_>>()).await?;
+    if let Some((_, parameter, message)) = keys.iter().find(|(key, _, _)| taken.iter().any(|t| t == key)) {
+        return Err(Error::invalid(*parameter, *message));
     }
-    let (uniques, rest): (Vec<&Write>, Vec<&Write>) = writes.iter().partition(is_unique);
+    let (uniques, rest): (Vec<&Write>, Vec<&Write>) = writes.iter().partition(|w| matches!(w, Write::Unique { .. }));
     Ok(rest.into_iter().chain(uniques).collect())
+}
+
+/// The unique keys among `writes`: (key, parameter, message).
+pub(super) fn unique_keys(writes: &[Write]) -> impl Iterator<Item = (&str, &str, &str)> {
+    writes.iter().filter_map(|w| match w {
+        Write::Unique { key, parameter, message } => Some((key.as_str(), parameter.as_str(), message.as_str())),
+        _ => None,
+    })
 }
 
 async fn release_own_claim(tx: &Object, token: &ClaimToken) -> Result<()> {
