@@ -366,6 +366,54 @@ on_both_stores! {
         assert_each_in_exactly_one_file(&server, &live, &scope, &ids).await;
     }
 
+    /// B2: clients cancelling orders while a cut-off claims them (its chunks' commits in flight
+    /// side by side on PostgreSQL): an order whose cancel was answered 200 is cancelled and in no
+    /// file; every other order is in exactly one file, whose totals are its orders'.
+    #[tokio::test]
+    async fn b2_cancels_racing_a_cutoff_leave_each_order_cancelled_or_in_one_file() {
+        let server = std::sync::Arc::new(TestServer::start().await);
+        let live = live(&server, "acme").await;
+        let template = order(&server, &live, json!({"type": "ach", "amount": 100, "direction": "credit", "receiving_account": ach_receiving("Jane Doe")})).await;
+        let scope = live_scope("acme");
+        let mut ids = seed(server.store.as_ref(), &scope, &template, 3_000).await;
+        ids.insert(template["id"].as_str().unwrap().to_owned());
+        // Every third order, oldest first (a cut-off claims the newest first), by 8 clients.
+        let targets: Vec<String> = ids.iter().step_by(3).cloned().collect();
+        let mut command = payrail(&server, &["bank", "cutoff", &live.connection]).await;
+        let child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let mut cancellers = Vec::new();
+        for share in targets.chunks(targets.len().div_ceil(8)) {
+            let (server, key, share) = (server.clone(), live.key.clone(), share.to_vec());
+            cancellers.push(tokio::spawn(async move {
+                let mut won = Vec::new();
+                for id in share {
+                    let reply = server.patch(&format!("/api/payment_orders/{id}"), &key, &json!({"status": "cancelled"})).send().await.unwrap();
+                    let (status, body) = json(reply).await;
+                    match status {
+                        200 => won.push(id),
+                        409 | 422 => assert!(body["errors"]["message"].is_string(), "{body}"),
+                        other => panic!("a cancel racing the cut-off got {other}: {body}"),
+                    }
+                }
+                won
+            }));
+        }
+        let mut cancelled = BTreeSet::new();
+        for canceller in cancellers {
+            cancelled.extend(canceller.await.unwrap());
+        }
+        let output = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap()).await.unwrap();
+        assert!(output.status.success(), "{}\n{}", text(&output.stdout), text(&output.stderr));
+        assert!(!cancelled.is_empty() && cancelled.len() < ids.len(), "{} cancels won", cancelled.len());
+        for stored in all_orders(server.store.as_ref(), &scope).await {
+            if cancelled.contains(stored["id"].as_str().unwrap()) {
+                assert_eq!((stored["status"].as_str(), &stored["vendor_attributes"]["bank_file_id"]), (Some("cancelled"), &Value::Null), "{stored}");
+            }
+        }
+        let carried: BTreeSet<String> = ids.difference(&cancelled).cloned().collect();
+        assert_each_in_exactly_one_file(&server, &live, &scope, &carried).await;
+    }
+
     /// B2: `kill -9` in the middle of a cut-off of thousands of orders (once while claiming,
     /// once while marking them sent) loses and duplicates nothing: the next runs finish the
     /// recorded file under its name and carry the rest.

@@ -12,7 +12,7 @@
 //! The file is recorded (with the values its header will carry) before its first claim, and only
 //! when there is something to claim: no empty files.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use super::Run;
 use super::files::{self, BankFile, FileStatus, Group, HeaderValues, Part};
@@ -32,7 +32,7 @@ pub const FILE_ORDERS_MAX: u64 = 1_000_000;
 pub const ACCOUNTS_MAX: usize = 100_000;
 /// Accounts named in one order query (`originating_account_id` in a list of them).
 const ACCOUNTS_PER_QUERY: usize = 200;
-/// Times a chunk is claimed again after losing orders to other writers.
+/// Commits of a chunk that may fail with none of its orders changed (the store's own conflicts).
 const CLAIM_ATTEMPTS_MAX: usize = 8;
 
 /// The connection's internal accounts.
@@ -59,14 +59,33 @@ pub struct Filled {
 
 /// Claims the due orders of `rail` into a new file; `None` when nothing was claimed.
 ///
-/// One chunk's commit is in flight while the next page is read and its claim prepared (reads
-/// and the store's writer run beside this task), so a cut-off costs about the larger of the two
-/// rather than their sum. The next chunk is submitted only once the one in flight is known to
-/// have committed as prepared; otherwise it is prepared again from what did commit.
+/// Up to the store's [`Store::bulk_in_flight`](crate::store::Store::bulk_in_flight) chunks'
+/// commits are in flight while the next page is read and its claim prepared (reads and the
+/// store's writers run beside this task), so a cut-off costs about the larger of the two rather
+/// than their sum. Each chunk is prepared on the file record the chunk before it leads to and
+/// guarded by that record's version, so the commits land in order or not at all: a chunk that
+/// loses an order to another writer fails, and so does every chunk after it, and those are
+/// claimed again from what did commit.
 pub async fn fill(run: &Run<'_>, rail: Rail, accounts: &[InternalAccount]) -> Result<Option<Filled>> {
+    let mut in_flight = VecDeque::new();
+    let filled = fill_pipelined(run, rail, accounts, &mut in_flight).await;
+    // Whatever failed, every commit still in flight ends before the step does (and before the
+    // run gives its lease back).
+    for f in in_flight {
+        let _ = outcome(f.commit).await;
+    }
+    filled
+}
+
+async fn fill_pipelined(
+    run: &Run<'_>,
+    rail: Rail,
+    accounts: &[InternalAccount],
+    in_flight: &mut VecDeque<InFlight>,
+) -> Result<Option<Filled>> {
     let debtors: HashMap<&str, &InternalAccount> = accounts.iter().map(|a| (a.id.as_str(), a)).collect();
+    let depth = run.store.bulk_in_flight().max(1);
     let mut file: Option<files::Stored> = None;
-    let mut in_flight: Option<InFlight> = None;
     for chunk in accounts.chunks(ACCOUNTS_PER_QUERY) {
         let ids: Vec<String> = chunk.iter().map(|a| a.id.clone()).collect();
         let mut after_seq = None;
@@ -80,23 +99,17 @@ pub async fn fill(run: &Run<'_>, rail: Rail, accounts: &[InternalAccount]) -> Re
                     file = Some(create_file(run, rail).await?);
                 }
                 let open = file.as_mut().expect("made above");
-                let base = match &in_flight {
-                    Some(f) => files::Stored { scope: open.scope.clone(), file: f.next.clone(), version: open.version + 1 },
-                    None => open.clone(),
-                };
-                let mut prepared = claim_batch(run, &base, &placed, &debtors)?;
-                if let Some(f) = in_flight.take()
-                    && !land(run, open, f, &debtors).await?
-                {
+                let mut prepared = claim_batch(run, &expected(open, in_flight), &placed, &debtors)?;
+                if in_flight.len() >= depth && !land_front(run, open, in_flight, &debtors).await? {
                     prepared = claim_batch(run, open, &placed, &debtors)?;
                 }
                 let (next, batch) = prepared;
+                let claimed = next.order_count;
                 let store = run.store.clone();
-                in_flight = Some(InFlight { next, placed, commit: tokio::spawn(async move { store.commit(batch).await }) });
-                let claimed = in_flight.as_ref().map_or(0, |f| f.next.order_count);
+                in_flight.push_back(InFlight { next, placed, commit: tokio::spawn(async move { store.commit(batch).await }) });
                 if claimed >= FILE_ORDERS_MAX {
-                    if let Some(f) = in_flight.take() {
-                        land(run, open, f, &debtors).await?;
+                    while !in_flight.is_empty() {
+                        land_front(run, open, in_flight, &debtors).await?;
                     }
                     return Ok(file.map(|file| Filled { file, full: true }));
                 }
@@ -106,8 +119,10 @@ pub async fn fill(run: &Run<'_>, rail: Rail, accounts: &[InternalAccount]) -> Re
             }
         }
     }
-    if let (Some(open), Some(f)) = (file.as_mut(), in_flight.take()) {
-        land(run, open, f, &debtors).await?;
+    if let Some(open) = file.as_mut() {
+        while !in_flight.is_empty() {
+            land_front(run, open, in_flight, &debtors).await?;
+        }
     }
     Ok(file.map(|file| Filled { file, full: false }))
 }
@@ -119,19 +134,51 @@ struct InFlight {
     commit: tokio::task::JoinHandle<Result<()>>,
 }
 
-/// Waits for the chunk in flight; true if it committed as prepared. If orders in it changed
-/// meanwhile, the rest of the chunk is claimed again (and false returned).
-async fn land(run: &Run<'_>, open: &mut files::Stored, f: InFlight, debtors: &HashMap<&str, &InternalAccount>) -> Result<bool> {
-    let outcome = f.commit.await.map_err(|e| Error::internal(format!("a claim's commit task failed: {e}")))?;
-    match outcome {
+/// The file record as it will be once every chunk in flight has landed.
+fn expected(open: &files::Stored, in_flight: &VecDeque<InFlight>) -> files::Stored {
+    match in_flight.back() {
+        Some(last) => files::Stored { scope: open.scope.clone(), file: last.next.clone(), version: open.version + in_flight.len() as i64 },
+        None => open.clone(),
+    }
+}
+
+async fn outcome(commit: tokio::task::JoinHandle<Result<()>>) -> Result<()> {
+    commit.await.map_err(|e| Error::internal(format!("a claim's commit task failed: {e}")))?
+}
+
+/// Waits for the oldest chunk in flight; true if it committed as prepared. If orders in it
+/// changed meanwhile, the chunks after it cannot land either (each is guarded by the file
+/// version the one before it leads to): they are waited for, and their orders still unchanged
+/// claimed again with the failed chunk's by [`claim_chunk`] (and false returned).
+async fn land_front(
+    run: &Run<'_>,
+    open: &mut files::Stored,
+    in_flight: &mut VecDeque<InFlight>,
+    debtors: &HashMap<&str, &InternalAccount>,
+) -> Result<bool> {
+    let Some(f) = in_flight.pop_front() else { return Ok(true) };
+    match outcome(f.commit).await {
         Ok(()) => {
             open.file = f.next;
             open.version += 1;
             Ok(true)
         }
         Err(Error::Conflict { parameter: None, .. }) => {
+            let mut placed = f.placed;
+            while let Some(later) = in_flight.pop_front() {
+                match outcome(later.commit).await {
+                    Err(Error::Conflict { parameter: None, .. }) => placed.extend(later.placed),
+                    Err(err) => return Err(err),
+                    Ok(()) => {
+                        return Err(Error::internal(format!(
+                            "bank file {}: a claim landed after the one before it failed; the cut-off stops",
+                            open.file.id
+                        )));
+                    }
+                }
+            }
             check_file_unchanged(run, open).await?;
-            let kept = still_unchanged(run, f.placed).await?;
+            let kept = still_unchanged(run, placed).await?;
             claim_chunk(run, open, kept, debtors).await?;
             Ok(false)
         }
@@ -301,33 +348,54 @@ async fn create_file(run: &Run<'_>, rail: Rail) -> Result<files::Stored> {
     Ok(stored)
 }
 
-/// Claims `placed` into `file` in one commit, leaving out orders that changed since they were
-/// read; returns how many were claimed.
+/// Claims `placed` into `file`, leaving out orders that changed since they were read; returns
+/// how many were claimed.
+///
+/// Each failed commit leaves out at least one order a client changed, so clients busy with the
+/// same orders slow a cut-off down but never stop it: after a conflict the rest is claimed in
+/// halves (the next change then costs only its half a commit), and only commits that fail with
+/// no order changed are counted against [`CLAIM_ATTEMPTS_MAX`].
 async fn claim_chunk(
     run: &Run<'_>,
     file: &mut files::Stored,
-    mut placed: Vec<Placed>,
+    placed: Vec<Placed>,
     debtors: &HashMap<&str, &InternalAccount>,
 ) -> Result<usize> {
-    for _ in 0..CLAIM_ATTEMPTS_MAX {
-        if placed.is_empty() {
-            return Ok(0);
+    let mut pending = VecDeque::from([placed]);
+    let (mut claimed, mut fruitless) = (0, 0);
+    while let Some(piece) = pending.pop_front() {
+        if piece.is_empty() {
+            continue;
         }
-        let (next, batch) = claim_batch(run, file, &placed, debtors)?;
+        let (next, batch) = claim_batch(run, file, &piece, debtors)?;
         match run.store.commit(batch).await {
             Ok(()) => {
                 file.file = next;
                 file.version += 1;
-                return Ok(placed.len());
+                claimed += piece.len();
             }
             Err(Error::Conflict { parameter: None, .. }) => {
                 check_file_unchanged(run, file).await?;
-                placed = still_unchanged(run, placed).await?;
+                let tried = piece.len();
+                let mut kept = still_unchanged(run, piece).await?;
+                if kept.len() == tried {
+                    fruitless += 1;
+                    if fruitless >= CLAIM_ATTEMPTS_MAX {
+                        return Err(Error::Conflict {
+                            message: "payment orders kept conflicting while they were claimed, unchanged".into(),
+                            parameter: None,
+                            retry_after_s: Some(1),
+                        });
+                    }
+                }
+                let second = kept.split_off(kept.len().div_ceil(2));
+                pending.push_front(second);
+                pending.push_front(kept);
             }
             Err(err) => return Err(err),
         }
     }
-    Err(Error::Conflict { message: "payment orders kept changing while they were claimed".into(), parameter: None, retry_after_s: Some(1) })
+    Ok(claimed)
 }
 
 /// The file's next record and the batch that claims `placed` into it.
@@ -375,13 +443,15 @@ fn claim_batch(
     }
     let mut batch = WriteBatch::new();
     batch.push(run.lease.fence());
-    batch.push(file.replace(&next)?);
     for (n, part) in &new_parts {
         batch.push(files::part_record(&run.scope, &next, part.group, *n, part)?);
     }
     for p in placed {
         batch.writes.extend(carry::claim(&run.scope, p.order.clone(), p.version, &next.id, run.now)?);
     }
+    // The file record last: the chunk after this one waits for this one's commit only once its
+    // own orders are written (a store writes a batch's replaces in order).
+    batch.push(file.replace(&next)?);
     Ok((next, batch))
 }
 
