@@ -108,9 +108,7 @@ async fn fill_pipelined(
                 let store = run.store.clone();
                 in_flight.push_back(InFlight { next, placed, commit: tokio::spawn(async move { store.commit(batch).await }) });
                 if claimed >= FILE_ORDERS_MAX {
-                    while !in_flight.is_empty() {
-                        land_front(run, open, in_flight, &debtors).await?;
-                    }
+                    land_all(run, open, in_flight, &debtors).await?;
                     return Ok(file.map(|file| Filled { file, full: true }));
                 }
             }
@@ -120,9 +118,7 @@ async fn fill_pipelined(
         }
     }
     if let Some(open) = file.as_mut() {
-        while !in_flight.is_empty() {
-            land_front(run, open, in_flight, &debtors).await?;
-        }
+        land_all(run, open, in_flight, &debtors).await?;
     }
     Ok(file.map(|file| Filled { file, full: false }))
 }
@@ -144,6 +140,19 @@ fn expected(open: &files::Stored, in_flight: &VecDeque<InFlight>) -> files::Stor
 
 async fn outcome(commit: tokio::task::JoinHandle<Result<()>>) -> Result<()> {
     commit.await.map_err(|e| Error::internal(format!("a claim's commit task failed: {e}")))?
+}
+
+/// Waits for every chunk in flight, oldest first.
+async fn land_all(
+    run: &Run<'_>,
+    open: &mut files::Stored,
+    in_flight: &mut VecDeque<InFlight>,
+    debtors: &HashMap<&str, &InternalAccount>,
+) -> Result<()> {
+    while !in_flight.is_empty() {
+        land_front(run, open, in_flight, debtors).await?;
+    }
+    Ok(())
 }
 
 /// Waits for the oldest chunk in flight; true if it committed as prepared. If orders in it

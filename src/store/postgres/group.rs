@@ -278,11 +278,10 @@ async fn release_claims<'a>(client: &deadpool_postgres::Object, group: &'a [Job]
     let keys: Vec<&str> = claims.iter().map(|c| c.key.as_str()).collect();
     let nonces: Vec<i64> = claims.iter().map(|c| c.nonce as i64).collect();
     // Planned afresh each time (a statement prepared for this one run), never as a cached
-    // generic plan: the
-    // claims table is a queue, small when a connection first plans the release (a hash join
-    // over a sequential scan) and then full of dead rows until autovacuum comes, which that
-    // scan reads on every group commit. A plan made now sees the table's size and takes the
-    // primary key.
+    // generic plan: the claims table is a queue, small when a connection first plans the
+    // release (a hash join over a sequential scan) and then full of dead rows until autovacuum
+    // comes, which that scan reads on every group commit. A plan made now sees the table's size
+    // and takes the primary key.
     let rows = client.query(claims::RELEASE_SQL, &[&ids, &keys, &nonces]).await.map_err(db_err)?;
     // Answer in terms of the group's own strings, so the set borrows nothing from the rows.
     let mut released = HashSet::new();
