@@ -338,8 +338,8 @@ pub trait Store: Send + Sync + 'static {
 
     /// Bulk commits (each under its own version guards) a worker may have in flight at once:
     /// independent ones (a cut-off's `sent` parts) or each prepared on the one before it (its
-    /// claims, which land in order or fail together). One on a store with one writer: a second would only queue behind the
-    /// first, and API writes behind both.
+    /// claims, which land in order or fail together). One on a store with one writer: a second
+    /// would only queue behind the first, and API writes behind both.
     fn bulk_in_flight(&self) -> usize {
         1
     }
