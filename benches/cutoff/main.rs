@@ -269,10 +269,18 @@ fn main() {
     let idle = payrail(dir.path(), database_url.as_deref(), &["bank", "files", "--connection", &connection]).output().unwrap();
     assert!(idle.status.success(), "bank files: {}", String::from_utf8_lossy(&idle.stderr));
     let (idle_mb, idle_cpu) = children_usage();
+    if args.latency
+        && let Ok(filter) = std::env::var("PAYRAIL_BENCH_LOG")
+    {
+        // The server runs in this process here: its log lines (the cut-off's phases) to stderr.
+        tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::new(filter)).with_writer(std::io::stderr).init();
+    }
     let api = args.latency.then(|| runtime.block_on(probe::launch(config.clone(), ORG)));
     let idle_latency = api.as_ref().map(|(api, _)| runtime.block_on(api.idle()));
 
     if let Some((api, server)) = &api {
+        let now = payrail::domain::time::Clock::now(&payrail::domain::time::SystemClock);
+        eprintln!("{now} the cut-off starts (the probe's offsets count from here)");
         let probing = probe::Probing::start(&runtime, api);
         let (seconds, lines) = runtime.block_on(server.cutoff(&connection));
         let during = probing.finish(&runtime);

@@ -6,7 +6,9 @@
 //! second, alternating a write (`POST /api/counterparties`) and a read (`GET
 //! /api/payment_orders?per_page=10`): first for 10 s with nothing else running (idle), then
 //! for as long as the bank work runs. Each phase's latencies go into a histogram; p50, p99 and
-//! the largest are printed. Peak RSS is not measured in this mode (the server shares the
+//! the largest are printed, and the slowest few with their time from the phase's start (to line
+//! up with the cut-off's own log lines, which `PAYRAIL_BENCH_LOG=payrail=info` prints with
+//! timestamps in this mode). Peak RSS is not measured in this mode (the server shares the
 //! bench's process): take it from a run without `--latency`.
 
 use std::sync::Arc;
@@ -143,7 +145,9 @@ impl Api {
             let _ = response.bytes().await;
             assert!(status.is_success(), "probe request {n} answered {status}");
             let histogram = if write { &mut latencies.writes } else { &mut latencies.reads };
-            histogram.record(sent.elapsed().as_micros() as u64).unwrap();
+            let micros = sent.elapsed().as_micros() as u64;
+            histogram.record(micros).unwrap();
+            latencies.note_slow(sent.duration_since(started), micros, if write { "write" } else { "read" });
             n += 1;
             tokio::time::sleep_until(next.into()).await;
         }
@@ -151,15 +155,37 @@ impl Api {
     }
 }
 
+/// Requests listed by [`Latencies::slowest`].
+const SLOWEST: usize = 5;
+
 /// Latencies in microseconds, writes and reads apart.
 pub struct Latencies {
     pub writes: Histogram<u64>,
     pub reads: Histogram<u64>,
+    /// The slowest requests: (sent this long after the phase started, microseconds, kind).
+    slowest: Vec<(Duration, u64, &'static str)>,
 }
 
 impl Default for Latencies {
     fn default() -> Self {
-        Latencies { writes: Histogram::new(3).unwrap(), reads: Histogram::new(3).unwrap() }
+        Latencies { writes: Histogram::new(3).unwrap(), reads: Histogram::new(3).unwrap(), slowest: Vec::new() }
+    }
+}
+
+impl Latencies {
+    fn note_slow(&mut self, at: Duration, micros: u64, kind: &'static str) {
+        self.slowest.push((at, micros, kind));
+        self.slowest.sort_by_key(|s| std::cmp::Reverse(s.1));
+        self.slowest.truncate(SLOWEST);
+    }
+
+    /// `"911 ms (write, at 12.3 s), ..."`, slowest first.
+    fn slowest(&self) -> String {
+        let each = self
+            .slowest
+            .iter()
+            .map(|(at, micros, kind)| format!("{:.0} ms ({kind}, at {:.1} s)", *micros as f64 / 1000.0, at.as_secs_f64()));
+        each.collect::<Vec<_>>().join(", ")
     }
 }
 
@@ -167,6 +193,7 @@ impl Default for Latencies {
 pub fn report(store: &str, what: &str, idle: &Latencies, during: &Latencies) {
     report_one(store, what, "write", &idle.writes, &during.writes);
     report_one(store, what, "read", &idle.reads, &during.reads);
+    println!("latency {store}: slowest during {what}: {}; slowest idle: {}", during.slowest(), idle.slowest());
 }
 
 fn report_one(store: &str, what: &str, kind: &str, idle: &Histogram<u64>, during: &Histogram<u64>) {
