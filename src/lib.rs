@@ -21,7 +21,7 @@ pub mod webhooks;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -33,6 +33,7 @@ use base::secret_box::SecretBox;
 use config::Config;
 use http::serve::ListenerOptions;
 use store::Store;
+use store::layout::{self, Layout};
 use store::postgres::PostgresStore;
 use store::sqlite::{ServeLock, SqliteStore};
 
@@ -51,12 +52,18 @@ pub struct Server {
     /// The master key ring it seals secrets under (for in-process tools, like the store).
     pub secrets: Arc<SecretBox>,
     task: JoinHandle<()>,
+    /// Why the server stopped by itself, if it did (a newer storage layout, see `store::layout`).
+    stopped_because: Arc<OnceLock<String>>,
 }
 
 impl Server {
-    /// Waits until the server has shut down and drained.
-    pub async fn wait(self) {
+    /// Waits until the server has shut down and drained: an error if it stopped by itself.
+    pub async fn wait(self) -> anyhow::Result<()> {
         let _ = self.task.await;
+        match self.stopped_because.get() {
+            Some(reason) => Err(anyhow::anyhow!("stopped serving: {reason}")),
+            None => Ok(()),
+        }
     }
 }
 
@@ -70,11 +77,21 @@ pub async fn connect_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
 pub async fn connect(config: &Config) -> anyhow::Result<(Arc<dyn Store>, Arc<SecretBox>)> {
     let secrets = open_secrets(config)?;
     let url = config.database_url();
-    if PostgresStore::is_url(&url) {
-        let store = PostgresStore::open_with(&url, &postgres_options(config), &secrets).await?;
-        return Ok((Arc::new(store), secrets));
+    let store: Arc<dyn Store> = if PostgresStore::is_url(&url) {
+        Arc::new(PostgresStore::open_with(&url, &postgres_options(config), &secrets).await?)
+    } else {
+        open_sqlite(config, &secrets)?
+    };
+    refuse_newer_layout(store.as_ref()).await?;
+    Ok((store, secrets))
+}
+
+/// Fails when a newer release has moved the database to a layout this one does not know.
+async fn refuse_newer_layout(store: &dyn Store) -> anyhow::Result<()> {
+    match layout::read(store).await.context("reading the storage layout's level")? {
+        Layout::Known => Ok(()),
+        Layout::TooNew(reason) => anyhow::bail!(reason),
     }
-    Ok((open_sqlite(config, &secrets)?, secrets))
 }
 
 /// The pool size and time limits of the configuration (SPEC H3).
@@ -168,10 +185,14 @@ pub async fn launch(config: Config, listener: TcpListener, shutdown: impl Future
         (Some(tokio_rustls::TlsAcceptor::from(tls)), Some(cert_path))
     };
     let (stop_tx, stop_rx) = watch::channel(false);
+    let stop_tx = Arc::new(stop_tx);
+    let on_signal = stop_tx.clone();
     tokio::spawn(async move {
         shutdown.await;
-        let _ = stop_tx.send(true);
+        let _ = on_signal.send(true);
     });
+    let stopped_because = Arc::new(OnceLock::new());
+    tokio::spawn(watch_layout(store.clone(), stop_tx, stopped_because.clone(), stop_rx.clone()));
     let admin_addr = start_admin(&config, state.clone(), stop_rx.clone()).await?;
     tokio::spawn(purge_replies(state.clone(), stop_rx.clone()));
     tokio::spawn(sandbox::run(state.clone(), stop_rx.clone()));
@@ -195,7 +216,29 @@ pub async fn launch(config: Config, listener: TcpListener, shutdown: impl Future
         drop(lock);
         tracing::info!("payrail stopped");
     });
-    Ok(Server { local_addr, admin_addr, cert_path, store, secrets, task })
+    Ok(Server { local_addr, admin_addr, cert_path, store, secrets, task, stopped_because })
+}
+
+/// Stops the server (drained, as on a signal) once a newer release raises the storage layout's
+/// level past this one's; a failed read is the store's trouble, left to the next check.
+async fn watch_layout(
+    store: Arc<dyn Store>,
+    stop_tx: Arc<watch::Sender<bool>>,
+    reason: Arc<OnceLock<String>>,
+    mut stop: watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(layout::CHECK_INTERVAL) => {}
+            _ = stop.changed() => return,
+        }
+        if let Ok(Layout::TooNew(why)) = layout::read(store.as_ref()).await {
+            tracing::error!(reason = %why, "stopping: the database's storage layout is newer than this release");
+            let _ = reason.set(why);
+            let _ = stop_tx.send(true);
+            return;
+        }
+    }
 }
 
 async fn stopped(mut stop: watch::Receiver<bool>) {

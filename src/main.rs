@@ -399,8 +399,7 @@ async fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
     let listener =
         tokio::net::TcpListener::bind(args.listen).await.map_err(|err| anyhow::anyhow!("cannot listen on {}: {err}", args.listen))?;
     let server = payrail::launch(config, listener, shutdown_signal()).await?;
-    server.wait().await;
-    Ok(())
+    server.wait().await
 }
 
 async fn shutdown_signal() {

@@ -298,3 +298,28 @@ async fn s2_database_restart_answers_503_then_recovers() {
     run("stop");
 }
 }
+
+on_both_stores! {
+/// SPEC S3 and the README's rolling upgrades: once a newer release raises the storage layout's
+/// level (what its migration does when older releases cannot read what it writes), an older
+/// instance still serving stops by itself within the check interval, drained and saying why,
+/// and the older release's command line then refuses the database with the same reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_a_newer_storage_layout_stops_an_older_instance_and_is_refused_after() {
+    use payrail::store::layout;
+    let mut server = TestServer::start().await;
+    let key = server.key().await;
+    assert_eq!(server.get("/api/ping", &key).send().await.unwrap().status(), 200);
+    assert!(server.store.replace_setting(layout::SETTING, b"1", b"2").await.unwrap(), "the level starts at 1");
+    let raised = Instant::now();
+    let why = server.stopped_by_itself(layout::CHECK_INTERVAL * 3).await.expect_err("the server stops, with its reason");
+    println!("stopped {:?} after the level was raised", raised.elapsed());
+    let why = format!("{why:#}");
+    assert!(why.contains("level 2") && why.contains("upgrade this instance"), "{why}");
+    assert!(server.get("/api/ping", &key).send().await.is_err(), "nothing serves any more");
+    let run = common::cli(&server, &["keys", "list"]).await;
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(!run.status.success(), "the older release refuses the database: {stderr}");
+    assert!(stderr.contains("level 2") && stderr.contains("upgrade this instance"), "{stderr}");
+}
+}

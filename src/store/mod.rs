@@ -7,6 +7,7 @@
 //! idempotent reply, applied atomically and durably, or not at all (SPEC I3, I8, E4, S3).
 
 pub mod key_cache;
+pub mod layout;
 pub mod ledger;
 pub mod postgres;
 pub mod reply_cache;

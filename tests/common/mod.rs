@@ -111,8 +111,14 @@ impl TestServer {
             let _ = stop.send(());
         }
         if let Some(server) = self.server.take() {
-            tokio::time::timeout(Duration::from_secs(40), server.wait()).await.expect("server stops");
+            let _ = tokio::time::timeout(Duration::from_secs(40), server.wait()).await.expect("server stops");
         }
+    }
+
+    /// Waits up to `limit` for the server to stop by itself (no stop is sent); what it said.
+    pub async fn stopped_by_itself(&mut self, limit: Duration) -> anyhow::Result<()> {
+        let server = self.server.take().expect("a running server");
+        tokio::time::timeout(limit, server.wait()).await.expect("the server stops by itself in time")
     }
 
     pub async fn key(&self) -> Key {
