@@ -41,8 +41,8 @@ run ledger_hot_alone 64 1 "SELECT post_one(0, 5001 + :n % 5000, :client_id || '.
 run ledger_spread_alone 64 1 "SELECT post_one(1 + :n % 5000, 5001 + (:n / 7) % 5000, :client_id || '.' || :n);"
 run ledger_hot_grouped_12 8 12 "SELECT post_group(12, true, :client_id || '.' || :n);"
 run ledger_spread_grouped_12 8 12 "SELECT post_group(12, false, :client_id || '.' || :n);"
-run counterparty_alone 64 1 "SELECT create_counterparty(:client_id || '.' || :n);"
-run payment_order_alone 64 1 "SELECT create_payment_order(:client_id || '.' || :n);"
+run counterparty_alone 64 1 "SELECT create_one('counterparty', :client_id || '.' || :n);"
+run payment_order_alone 64 1 "SELECT create_one('payment_order', :client_id || '.' || :n);"
 run counterparty_grouped_8 8 8 "SELECT create_group('counterparty', 8, :client_id || '.' || :n);"
 run payment_order_grouped_8 8 8 "SELECT create_group('payment_order', 8, :client_id || '.' || :n);"
 
@@ -51,7 +51,7 @@ run payment_order_grouped_8 8 8 "SELECT create_group('payment_order', 8, :client
 psql -q -v ON_ERROR_STOP=1 "$url" >/dev/null <<'SQL'
 TRUNCATE orders;
 INSERT INTO orders (id, org_id, status, counterparty_id, doc)
-  SELECT 'cut' || g, 'org', 'approved', 'cp' || (g % 1000), (SELECT d FROM docs WHERE k = 'po') FROM generate_series(1, 100000) g;
+  SELECT 'cut' || g, 'org', 'approved', 'cp' || (g % 1000), (SELECT d FROM docs WHERE k = 'payment_order') FROM generate_series(1, 100000) g;
 VACUUM ANALYZE orders;
 CHECKPOINT;
 SQL

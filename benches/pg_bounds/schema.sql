@@ -14,8 +14,8 @@ INSERT INTO docs VALUES
   ('tx', jsonb_build_object('object', 'ledger_transaction', 'status', 'posted', 'description', 'bench', 'metadata', '{}'::jsonb,
      'ledger_id', '9b1b9bd0-4fd2-4e8c-9b2b-d9c9e3bd0e2b', 'effective_at', '2026-11-27T22:00:00.000000Z', 'pad', repeat('t', 600))),
   ('ev', jsonb_build_object('object', 'event', 'event_name', 'created', 'pad', repeat('e', 900))),
-  ('cp', jsonb_build_object('object', 'counterparty', 'name', 'Acme Widgets', 'metadata', jsonb_build_object('customer', '42'), 'pad', repeat('c', 500))),
-  ('po', jsonb_build_object('object', 'payment_order', 'type', 'ach', 'amount', 1000, 'status', 'approved', 'pad', repeat('p', 1500)));
+  ('counterparty', jsonb_build_object('object', 'counterparty', 'name', 'Acme Widgets', 'metadata', jsonb_build_object('customer', '42'), 'pad', repeat('c', 500))),
+  ('payment_order', jsonb_build_object('object', 'payment_order', 'type', 'ach', 'amount', 1000, 'status', 'approved', 'pad', repeat('p', 1500)));
 
 CREATE TABLE claims (api_key_id text, key text, nonce bigint, PRIMARY KEY (api_key_id, key));
 CREATE TABLE replies (api_key_id text, key text, status int, body bytea, PRIMARY KEY (api_key_id, key));
@@ -46,29 +46,9 @@ CREATE TABLE orders (seq bigserial PRIMARY KEY, id text UNIQUE NOT NULL, org_id 
 CREATE INDEX ON orders (org_id, seq);
 CREATE INDEX ON orders (counterparty_id);
 
--- One posting from account a to account b: its claim, transaction, two entries, both accounts'
--- sums (row locks held to commit, as pgledger does), its event, the claim's release, the reply.
-CREATE FUNCTION post_one(a bigint, b bigint, n text) RETURNS void LANGUAGE plpgsql AS $$
-DECLARE s bigint;
-BEGIN
-  INSERT INTO claims VALUES ('key', 'lt' || n, 1);
-  INSERT INTO txs (id, ledger_id, status, effective_at, doc)
-    VALUES ('lt' || n, 'ledger', 1, 1, (SELECT d FROM docs WHERE k = 'tx')) RETURNING seq INTO s;
-  INSERT INTO entries (id, tx_seq, account_id, debit, amount, effective_at, version)
-    VALUES ('le' || n || 'd', s, a, true, 100, 1, 1), ('le' || n || 'c', s, b, false, 100, 1, 1);
-  UPDATE accounts SET debits = debits + 100, lock_version = lock_version + 1 WHERE id = a;
-  UPDATE accounts SET credits = credits + 100, lock_version = lock_version + 1 WHERE id = b;
-  INSERT INTO events (id, resource, event_name, entity_id, created_at, doc)
-    VALUES ('evlt' || n, 'ledger_transaction', 'ledger_transaction.created', 'lt' || n, 1, (SELECT d FROM docs WHERE k = 'ev'));
-  DELETE FROM claims WHERE api_key_id = 'key' AND key = 'lt' || n;
-  INSERT INTO replies VALUES ('key', 'lt' || n, 200, convert_to(repeat('r', 1500), 'UTF8'));
-END $$;
-
--- g postings in one commit, as Payrail's group commit makes them: every row written first,
--- then each account's row locked once, in id order, and its sums moved by the group's total,
--- so the hot account is held only for that update and the COMMIT. From the hot account 0
--- (hot) or from 1..5000 (spread), to 5001..10000. Generous: the entries' account versions are
--- not written (they would need the lock first).
+-- A posting's rows: its idempotency claim taken and released, the transaction, two entries,
+-- its event, the stored reply. Generous: the entries' account versions are left out (they would
+-- need the account's lock first).
 CREATE FUNCTION post_rows(a bigint, b bigint, n text) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE s bigint;
 BEGIN
@@ -83,6 +63,19 @@ BEGIN
   INSERT INTO replies VALUES ('key', 'lt' || n, 200, convert_to(repeat('r', 1500), 'UTF8'));
 END $$;
 
+-- One posting in its own commit (pgledger's way): its rows, then both accounts' sums, whose
+-- row locks are held to the commit.
+CREATE FUNCTION post_one(a bigint, b bigint, n text) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM post_rows(a, b, n);
+  UPDATE accounts SET debits = debits + 100, lock_version = lock_version + 1 WHERE id = a;
+  UPDATE accounts SET credits = credits + 100, lock_version = lock_version + 1 WHERE id = b;
+END $$;
+
+-- g postings in one commit, as Payrail's group commit makes them: every row written first, then
+-- each account's row locked once, in id order, and its sums moved by the group's total, so the
+-- hot account is held only for that update and the COMMIT. From the hot account 0 (hot) or from
+-- 1..5000 (spread), to 5001..10000.
 CREATE FUNCTION post_group(g int, hot bool, n text) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE src bigint[]; dst bigint[]; i int;
 BEGIN
@@ -97,33 +90,28 @@ BEGIN
     WHERE a.id = d.id;
 END $$;
 
--- A create: its claim, the object, its event, the claim's release, the reply.
-CREATE FUNCTION create_counterparty(n text) RETURNS void LANGUAGE plpgsql AS $$
+-- A create of `kind` (counterparty or payment_order): its claim taken, the object (an order
+-- also checks that its account exists), its event, the claim released, the reply.
+CREATE FUNCTION create_one(kind text, n text) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-  INSERT INTO claims VALUES ('key', 'cp' || n, 1);
-  INSERT INTO counterparties (id, org_id, name, doc) VALUES ('cp' || n, 'org', 'Acme ' || n, (SELECT d FROM docs WHERE k = 'cp'));
+  INSERT INTO claims VALUES ('key', kind || n, 1);
+  IF kind = 'counterparty' THEN
+    INSERT INTO counterparties (id, org_id, name, doc) VALUES (kind || n, 'org', 'Acme ' || n, (SELECT d FROM docs WHERE k = kind));
+  ELSE
+    PERFORM 1 FROM accounts WHERE id = 1 FOR KEY SHARE;
+    INSERT INTO orders (id, org_id, status, counterparty_id, doc) VALUES (kind || n, 'org', 'approved', 'cp1', (SELECT d FROM docs WHERE k = kind));
+  END IF;
   INSERT INTO events (id, resource, event_name, entity_id, created_at, doc)
-    VALUES ('evcp' || n, 'counterparty', 'counterparty.created', 'cp' || n, 1, (SELECT d FROM docs WHERE k = 'cp'));
-  DELETE FROM claims WHERE api_key_id = 'key' AND key = 'cp' || n;
-  INSERT INTO replies VALUES ('key', 'cp' || n, 200, convert_to(repeat('r', 900), 'UTF8'));
-END $$;
-
-CREATE FUNCTION create_payment_order(n text) RETURNS void LANGUAGE plpgsql AS $$
-BEGIN
-  INSERT INTO claims VALUES ('key', 'po' || n, 1);
-  PERFORM 1 FROM accounts WHERE id = 1 FOR KEY SHARE;  -- the order's accounts must exist
-  INSERT INTO orders (id, org_id, status, counterparty_id, doc) VALUES ('po' || n, 'org', 'approved', 'cp1', (SELECT d FROM docs WHERE k = 'po'));
-  INSERT INTO events (id, resource, event_name, entity_id, created_at, doc)
-    VALUES ('evpo' || n, 'payment_order', 'payment_order.created', 'po' || n, 1, (SELECT d FROM docs WHERE k = 'po'));
-  DELETE FROM claims WHERE api_key_id = 'key' AND key = 'po' || n;
-  INSERT INTO replies VALUES ('key', 'po' || n, 200, convert_to(repeat('r', 1900), 'UTF8'));
+    VALUES ('ev' || kind || n, kind, kind || '.created', kind || n, 1, (SELECT d FROM docs WHERE k = kind));
+  DELETE FROM claims WHERE api_key_id = 'key' AND key = kind || n;
+  INSERT INTO replies VALUES ('key', kind || n, 200, convert_to(repeat('r', CASE WHEN kind = 'counterparty' THEN 900 ELSE 1900 END), 'UTF8'));
 END $$;
 
 CREATE FUNCTION create_group(kind text, g int, n text) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE i int;
 BEGIN
   FOR i IN 1..g LOOP
-    IF kind = 'counterparty' THEN PERFORM create_counterparty(n || '.' || i); ELSE PERFORM create_payment_order(n || '.' || i); END IF;
+    PERFORM create_one(kind, n || '.' || i);
   END LOOP;
 END $$;
 
