@@ -185,7 +185,6 @@ pub async fn launch(config: Config, listener: TcpListener, shutdown: impl Future
         (Some(tokio_rustls::TlsAcceptor::from(tls)), Some(cert_path))
     };
     let (stop_tx, stop_rx) = watch::channel(false);
-    let stop_tx = Arc::new(stop_tx);
     let on_signal = stop_tx.clone();
     tokio::spawn(async move {
         shutdown.await;
@@ -221,12 +220,7 @@ pub async fn launch(config: Config, listener: TcpListener, shutdown: impl Future
 
 /// Stops the server (drained, as on a signal) once a newer release raises the storage layout's
 /// level past this one's; a failed read is the store's trouble, left to the next check.
-async fn watch_layout(
-    store: Arc<dyn Store>,
-    stop_tx: Arc<watch::Sender<bool>>,
-    reason: Arc<OnceLock<String>>,
-    mut stop: watch::Receiver<bool>,
-) {
+async fn watch_layout(store: Arc<dyn Store>, stop_tx: watch::Sender<bool>, reason: Arc<OnceLock<String>>, mut stop: watch::Receiver<bool>) {
     loop {
         tokio::select! {
             () = tokio::time::sleep(layout::CHECK_INTERVAL) => {}

@@ -42,17 +42,12 @@ pub async fn read(store: &dyn Store) -> Result<Layout> {
 fn judge(value: Option<&[u8]>) -> Layout {
     let Some(value) = value else { return Layout::Known };
     let text = String::from_utf8_lossy(value);
-    match text.trim().parse::<u32>() {
-        Ok(level) if level <= LEVEL => Layout::Known,
-        Ok(level) => Layout::TooNew(format!(
-            "the database's storage layout is at level {level}, and this release of Payrail knows levels up to {LEVEL}: \
-             a newer release has migrated it; upgrade this instance"
-        )),
-        Err(_) => Layout::TooNew(format!(
-            "the database's storage layout level {text:?} is not one this release of Payrail knows: \
-             a newer release has migrated it; upgrade this instance"
-        )),
-    }
+    let found = match text.trim().parse::<u32>() {
+        Ok(level) if level <= LEVEL => return Layout::Known,
+        Ok(level) => format!("is at level {level}, and this release of Payrail knows levels up to {LEVEL}"),
+        Err(_) => format!("level {text:?} is not one this release of Payrail knows"),
+    };
+    Layout::TooNew(format!("the database's storage layout {found}: a newer release has migrated it; upgrade this instance"))
 }
 
 #[cfg(test)]
