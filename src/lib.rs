@@ -94,6 +94,21 @@ async fn refuse_newer_layout(store: &dyn Store) -> anyhow::Result<()> {
     }
 }
 
+/// Waits, when this release's migration raised the storage layout's level only just now,
+/// until every older instance has seen it and finished its requests (`store::layout`).
+async fn hold_off_older_instances(store: &dyn Store, config: &Config) -> anyhow::Result<()> {
+    let deadline = Duration::from_millis(config.request_timeout_ms);
+    let wait = layout::hold_off(store, deadline, config.clock.now()).await.context("reading when the storage layout changed")?;
+    if !wait.is_zero() {
+        tracing::warn!(
+            wait_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+            "the storage layout was just raised: waiting for older instances to stop before serving"
+        );
+        tokio::time::sleep(wait).await;
+    }
+    Ok(())
+}
+
 /// The pool size and time limits of the configuration (SPEC H3).
 fn postgres_options(config: &Config) -> store::postgres::Options {
     store::postgres::Options {
@@ -168,6 +183,11 @@ pub async fn launch(config: Config, listener: TcpListener, shutdown: impl Future
     base::private_fs::ensure_private_dir(&config.data_dir)?;
     let lock = lock_store(&config)?;
     let (store, secrets) = connect(&config).await?;
+    let mut shutdown = Box::pin(shutdown);
+    tokio::select! {
+        held = hold_off_older_instances(store.as_ref(), &config) => held?,
+        () = &mut shutdown => anyhow::bail!("stopped before serving, while older instances were stopping"),
+    }
     store.prepare_to_serve().await;
     // Endpoints an older release stored with a plain secret are sealed now (SPEC S4).
     let sealed = domain::webhook::rewrap_secrets(store.as_ref(), &secrets, true).await?;

@@ -419,6 +419,20 @@ on_both_stores! {
         assert_error(status, &body, 422, "parameter_invalid");
         let listed = get(&server, &key, &format!("/api/ledger_transactions?reverses_ledger_transaction_id={id}")).await;
         assert_eq!(listed.as_array().unwrap().len(), 1);
+        // An entry's transaction is its parent (storage layout level 2): each transaction's
+        // entries and nothing else, with the other filters still applied, within the tenant.
+        for txn in [&original, &reversal] {
+            let ids = |v: &Value| v.as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap().to_owned()).collect::<BTreeSet<_>>();
+            let txn_id = txn["id"].as_str().unwrap();
+            let listed = get(&server, &key, &format!("/api/ledger_entries?ledger_transaction_id={txn_id}")).await;
+            assert_eq!(ids(&listed), ids(&txn["ledger_entries"]), "{txn_id}");
+            let credits = get(&server, &key, &format!("/api/ledger_entries?ledger_transaction_id={txn_id}&direction=credit")).await;
+            assert_eq!(credits.as_array().unwrap().len(), 1);
+            assert_eq!(credits[0]["ledger_transaction_id"], txn_id);
+        }
+        let stranger = server.key_for("another-org", Mode::Sandbox).await;
+        let theirs = get(&server, &stranger, &format!("/api/ledger_entries?ledger_transaction_id={id}")).await;
+        assert_eq!(theirs, json!([]), "another organization sees none of these entries");
     }
 
     #[tokio::test]

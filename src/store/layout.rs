@@ -7,20 +7,33 @@
 //! instance's lists would miss what newer ones write) raises the level kept in `settings`
 //! instead. Every instance reads the level when it opens the store and every [`CHECK_INTERVAL`]
 //! while it serves. An instance that finds it above its own [`LEVEL`] refuses to start, or
-//! stops serving: it drains its requests and exits, saying why. The release that raises the
-//! level must start serving only once [`CHECK_INTERVAL`] and the request deadline have passed
-//! after its migration, when no older instance can still be writing.
+//! stops serving: it drains its requests and exits, saying why. An instance of the release
+//! that raised the level starts serving only once [`CHECK_INTERVAL`] and the request deadline
+//! have passed since the raise ([`hold_off`]): by then no older instance is serving or still
+//! finishing a request, so none ever reads what the new layout writes.
+//!
+//! Levels:
+//! 1. Migrations 0015 (PostgreSQL) and 0007 (SQLite): the fence itself.
+//! 2. Migrations 0016 and 0008: a ledger entry's transaction and a transaction version's
+//!    transaction are their parents, no longer search terms, and an entry's ledger is no
+//!    longer a term (nothing asked for it). Older releases list entries and versions by those
+//!    terms, so they would miss what this one writes. The terms of rows written before stay
+//!    (nothing reads them) until a later release drops them.
 
 use std::time::Duration;
 
 use super::Store;
+use crate::base::time::Timestamp;
 use crate::error::Result;
 
 /// The newest layout this release reads and writes.
-pub const LEVEL: u32 = 1;
-/// The `settings` row holding the database's level (ASCII digits; migrations 0015 on
-/// PostgreSQL and 0007 on SQLite write level 1).
+pub const LEVEL: u32 = 2;
+/// The `settings` row holding the database's level (ASCII digits).
 pub const SETTING: &str = "layout_level";
+/// The `settings` row saying when the level was last raised on a database that already held
+/// data (microseconds since the epoch, ASCII digits; 0 when it was raised on an empty one,
+/// which no older instance can be serving).
+pub const RAISED_AT: &str = "layout_raised_at";
 /// How often a serving instance reads the level again.
 pub const CHECK_INTERVAL: Duration = Duration::from_secs(5);
 
@@ -50,21 +63,56 @@ fn judge(value: Option<&[u8]>) -> Layout {
     Layout::TooNew(format!("the database's storage layout {found}: a newer release has migrated it; upgrade this instance"))
 }
 
+/// How long this instance must still wait before it serves: until [`CHECK_INTERVAL`] and the
+/// request deadline have passed since the level was raised, so that every older instance has
+/// seen the new level and finished the requests it had.
+pub async fn hold_off(store: &dyn Store, request_deadline: Duration, now: Timestamp) -> Result<Duration> {
+    Ok(remaining(store.setting(RAISED_AT).await?.as_deref(), request_deadline, now))
+}
+
+/// A value this release cannot parse counts as a raise just now (fail closed).
+fn remaining(raised_at: Option<&[u8]>, request_deadline: Duration, now: Timestamp) -> Duration {
+    let window = CHECK_INTERVAL + request_deadline;
+    let raised = match raised_at.map(|v| String::from_utf8_lossy(v).trim().parse::<i64>()) {
+        None => return Duration::ZERO,
+        Some(Ok(micros)) => micros,
+        Some(Err(_)) => now.as_micros(),
+    };
+    let ends = raised.saturating_add(i64::try_from(window.as_micros()).unwrap_or(i64::MAX));
+    Duration::from_micros(u64::try_from(ends.saturating_sub(now.as_micros())).unwrap_or(0))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
+    fn s3_a_raise_holds_serving_off_for_the_check_interval_and_the_request_deadline() {
+        let deadline = Duration::from_secs(30);
+        let now = Timestamp::from_micros(1_000_000_000_000);
+        let window = CHECK_INTERVAL + deadline;
+        assert_eq!(remaining(None, deadline, now), Duration::ZERO, "no raise recorded");
+        assert_eq!(remaining(Some(b"0"), deadline, now), Duration::ZERO, "raised on an empty database");
+        assert_eq!(remaining(Some(now.as_micros().to_string().as_bytes()), deadline, now), window);
+        let earlier = now.plus_micros(-2_000_000).as_micros().to_string();
+        assert_eq!(remaining(Some(earlier.as_bytes()), deadline, now), window - Duration::from_secs(2));
+        let long_ago = now.plus_micros(-100_000_000).as_micros().to_string();
+        assert_eq!(remaining(Some(long_ago.as_bytes()), deadline, now), Duration::ZERO);
+        assert_eq!(remaining(Some(b"soon"), deadline, now), window, "unreadable: as if raised just now");
+    }
+
+    #[test]
     fn s3_levels_up_to_this_releases_are_known() {
         assert_eq!(judge(None), Layout::Known);
         assert_eq!(judge(Some(b"1")), Layout::Known);
+        assert_eq!(judge(Some(b"2")), Layout::Known);
         assert_eq!(judge(Some(b"0")), Layout::Known);
     }
 
     #[test]
     fn s3_a_higher_or_unreadable_level_is_too_new_and_says_so() {
-        let Layout::TooNew(message) = judge(Some(b"2")) else { panic!("level 2 must be too new") };
-        assert!(message.contains("level 2") && message.contains("upgrade this instance"), "{message}");
+        let Layout::TooNew(message) = judge(Some(b"3")) else { panic!("level 3 must be too new") };
+        assert!(message.contains("level 3") && message.contains("upgrade this instance"), "{message}");
         let Layout::TooNew(message) = judge(Some(b"two")) else { panic!("an unreadable level must be too new") };
         assert!(message.contains("\"two\""), "{message}");
     }

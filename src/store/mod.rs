@@ -265,6 +265,9 @@ pub enum Filter {
     CreatedTo(Timestamp),
     /// The object's id is one of these (`id[]=...`); an empty list matches nothing.
     IdIn(Vec<String>),
+    /// The object's parent is this one (a transaction's entries or versions): found by the
+    /// parent index, with no search term written for it.
+    Parent(String),
     /// The term's value is one of these (`status[]=...`); an empty list matches nothing.
     AnyOf {
         name: String,

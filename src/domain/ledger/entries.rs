@@ -48,18 +48,19 @@ pub struct LedgerEntry {
 }
 
 impl LedgerEntry {
-    pub fn terms(&self, ledger_id: &str) -> Vec<Term> {
+    /// What its lists filter on. Its transaction is its parent, found by the parent index, and
+    /// its ledger is never asked for: neither is a term (storage layout level 2; a posting
+    /// writes four rows fewer).
+    pub fn terms(&self) -> Vec<Term> {
         let mut terms: Vec<Term> = listing::metadata_terms(&self.metadata).collect();
         terms.push(Term::new("ledger_account_id", &self.ledger_account_id));
-        terms.push(Term::new("ledger_transaction_id", &self.ledger_transaction_id));
-        terms.push(Term::new("ledger_id", ledger_id));
         terms.push(Term::new("direction", self.direction.as_str()));
         terms.push(Term::new("status", self.status.as_str()));
         terms.push(Term::new("effective_at", self.effective_at.to_string()));
         terms
     }
 
-    pub fn record(&self, scope: &Scope, ledger_id: &str) -> Result<ObjectRecord> {
+    pub fn record(&self, scope: &Scope) -> Result<ObjectRecord> {
         Ok(ObjectRecord {
             id: self.id.clone(),
             kind: KIND,
@@ -67,7 +68,7 @@ impl LedgerEntry {
             parent_id: Some(self.ledger_transaction_id.clone()),
             created_at: self.created_at,
             doc: to_json(self)?,
-            terms: self.terms(ledger_id),
+            terms: self.terms(),
         })
     }
 
@@ -142,7 +143,7 @@ pub async fn list(ctx: &Ctx<'_>, filter: &EntryFilter, page: PageSpec) -> Result
     let mut filters: Vec<Filter> = [
         listing::any_id(&filter.ids),
         listing::eq("ledger_account_id", filter.ledger_account_id.as_deref()),
-        listing::eq("ledger_transaction_id", filter.ledger_transaction_id.as_deref()),
+        filter.ledger_transaction_id.as_ref().map(|id| Filter::Parent(id.clone())),
         listing::eq("direction", filter.direction.as_deref()),
         listing::any_of("status", &filter.statuses),
         filter.ledger_account_settlement_id.as_ref().map(|id| Filter::SettledBy { settlement_id: id.clone(), of_parent: false }),

@@ -435,7 +435,8 @@ impl LedgerTransaction {
             parent_id: Some(self.id.clone()),
             created_at: now,
             doc: doc.to_string(),
-            terms: vec![Term::new("ledger_transaction_id", &self.id), Term::new("version", format!("{version:020}"))],
+            // Its transaction is its parent (found by the parent index, storage layout level 2).
+            terms: vec![Term::new("version", format!("{version:020}"))],
         })
     }
 }
@@ -542,7 +543,7 @@ fn stage_new(ctx: &Ctx<'_>, batch: &mut WriteBatch, built: Built) -> Result<Stri
     let json = to_json(&txn)?;
     batch.push(Write::Insert(txn.record(ctx.scope, json.clone())));
     for entry in &txn.ledger_entries {
-        batch.push(Write::Insert(entry.record(ctx.scope, &txn.ledger_id)?));
+        batch.push(Write::Insert(entry.record(ctx.scope)?));
     }
     batch.push(Write::Insert(txn.version_record(ctx.scope, 1, ctx.now)?));
     batch.push(Write::Insert(event::record(ctx.scope, KIND, "created", &txn.id, &json, ctx.now)?));
@@ -689,7 +690,7 @@ async fn stage_change(
     let versions: BTreeMap<String, i64> = stored_entries(ctx, &txn.id).await?.into_iter().map(|(e, v)| (e.id, v)).collect();
     for entry in &txn.ledger_entries {
         let expected_version = *versions.get(&entry.id).ok_or_else(|| Error::internal("a ledger entry went missing"))?;
-        batch.push(Write::Replace { record: entry.record(ctx.scope, &txn.ledger_id)?, expected_version });
+        batch.push(Write::Replace { record: entry.record(ctx.scope)?, expected_version });
     }
     batch.push(Write::Replace { record: txn.record(ctx.scope, json.clone()), expected_version: stored.version });
     batch.push(Write::Insert(txn.version_record(ctx.scope, stored.version + 1, ctx.now)?));
@@ -906,7 +907,7 @@ pub async fn versions(ctx: &Ctx<'_>, id: Option<&str>, filters: Vec<Filter>, pag
     {
         return Err(Error::not_found("ledger transaction"));
     }
-    let mut all: Vec<Filter> = listing::eq("ledger_transaction_id", id).into_iter().collect();
+    let mut all: Vec<Filter> = id.map(|id| Filter::Parent(id.to_owned())).into_iter().collect();
     all.extend(filters);
     listing::stored_page(ctx, VERSION_KIND, all, page).await
 }
@@ -946,8 +947,8 @@ pub fn version_filters<'a>(get: impl Fn(&str) -> Option<&'a str>) -> Result<Vec<
     Ok(out)
 }
 
-/// Stages the replacement of `entry`'s copy inside its transaction; the transaction's ledger.
-async fn replace_entry_copy(ctx: &Ctx<'_>, batch: &mut WriteBatch, entry: &LedgerEntry) -> Result<String> {
+/// Stages the replacement of `entry`'s copy inside its transaction.
+async fn replace_entry_copy(ctx: &Ctx<'_>, batch: &mut WriteBatch, entry: &LedgerEntry) -> Result<()> {
     let stored =
         ctx.store.get(KIND, ctx.scope, &entry.ledger_transaction_id).await?.ok_or_else(|| Error::not_found("ledger transaction"))?;
     let mut txn = parse(&stored)?;
@@ -955,7 +956,7 @@ async fn replace_entry_copy(ctx: &Ctx<'_>, batch: &mut WriteBatch, entry: &Ledge
         *copy = entry.clone();
     }
     batch.push(Write::Replace { record: txn.record(ctx.scope, to_json(&txn)?), expected_version: stored.version });
-    Ok(txn.ledger_id)
+    Ok(())
 }
 
 /// Effective-time filters of a list (`effective_at[gte]=...`, `effective_date[lt]=...`, and a
@@ -1125,9 +1126,9 @@ pub async fn update_entry(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &
         }
         entry.updated_at = ctx.now;
         let mut batch = WriteBatch::new();
-        let ledger_id = replace_entry_copy(ctx, &mut batch, &entry).await?;
+        replace_entry_copy(ctx, &mut batch, &entry).await?;
         let json = entries::to_json(&entry)?;
-        batch.push(Write::Replace { record: entry.record(ctx.scope, &ledger_id)?, expected_version: stored.version });
+        batch.push(Write::Replace { record: entry.record(ctx.scope)?, expected_version: stored.version });
         batch.push(Write::Insert(event::record(ctx.scope, entries::KIND, "updated", id, &json, ctx.now)?));
         commit.commit(batch, &json).await?;
         Ok(json)

@@ -329,6 +329,11 @@ fn list_sql(query: &ListQuery) -> (String, Vec<Box<dyn ToSql + Sync + Send>>) {
                 sql.push_str(&format!(" AND o.id = ANY(${n})"));
                 continue;
             }
+            Filter::Parent(id) => {
+                let n = push(&mut args, Box::new(id.clone()));
+                sql.push_str(&format!(" AND o.parent_id = ${n}"));
+                continue;
+            }
             Filter::SettledBy { settlement_id, of_parent } => {
                 let n = push(&mut args, Box::new(settlement_id.clone()));
                 sql.push_str(&if *of_parent {

@@ -17,6 +17,7 @@ const MIGRATIONS: &[(i64, Step)] = &[
     (5, Step::Sql(include_str!("migrations/0005_ledger_settlements.sql"))),
     (6, Step::Sql(include_str!("migrations/0006_leases.sql"))),
     (7, Step::Sql(include_str!("migrations/0007_layout_level.sql"))),
+    (8, Step::Sql(include_str!("migrations/0008_layout_level_2.sql"))),
 ];
 
 /// Migration 2: stored replies get rowids derived from their keys (see `reply_slots`).

@@ -260,11 +260,11 @@ fn settled_by(of_parent: bool) -> &'static str {
 
 /// Builds the SQL and parameters of a list query.
 fn list_sql(query: &ListQuery) -> (String, Vec<Value>) {
-    // With a list of ids, SQLite would still walk the newest-first index over every object of
-    // the kind (it serves the ORDER BY) and test each id: a page cost as much as the whole
-    // kind. `+column` keeps that index out, so the ids are looked up by the id index and the
-    // few found are sorted.
-    let by_id = query.filters.iter().any(|f| matches!(f, Filter::IdIn(_)));
+    // With a list of ids (or a parent), SQLite would still walk the newest-first index over
+    // every object of the kind (it serves the ORDER BY) and test each one: a page cost as much
+    // as the whole kind. `+column` keeps that index out, so the objects are looked up by the id
+    // (or parent) index and the few found are sorted.
+    let by_id = query.filters.iter().any(|f| matches!(f, Filter::IdIn(_) | Filter::Parent(_)));
     let mut sql = String::from(if by_id {
         "SELECT o.id, o.parent_id, o.version, o.doc, o.seq FROM objects o WHERE +o.org_id = ? AND +o.live_mode = ? AND +o.kind = ?"
     } else {
@@ -310,6 +310,10 @@ fn list_sql(query: &ListQuery) -> (String, Vec<Value>) {
             Filter::IdIn(ids) => {
                 sql.push_str(&format!(" AND o.id IN ({})", placeholders(ids.len())));
                 args.extend(ids.iter().map(|id| Value::Text(id.clone())));
+            }
+            Filter::Parent(id) => {
+                sql.push_str(" AND o.parent_id = ?");
+                args.push(Value::Text(id.clone()));
             }
             Filter::AnyOf { name, values } => {
                 sql.push_str(&term(&format!("IN ({})", placeholders(values.len()))));
