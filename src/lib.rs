@@ -184,9 +184,13 @@ pub async fn launch(config: Config, listener: TcpListener, shutdown: impl Future
     let lock = lock_store(&config)?;
     let (store, secrets) = connect(&config).await?;
     let mut shutdown = Box::pin(shutdown);
-    tokio::select! {
-        held = hold_off_older_instances(store.as_ref(), &config) => held?,
-        () = &mut shutdown => anyhow::bail!("stopped before serving, while older instances were stopping"),
+    // A SQLite file has one server at a time (its lock, which an older one lets go only once
+    // drained): there is nobody to wait for.
+    if lock.is_none() {
+        tokio::select! {
+            held = hold_off_older_instances(store.as_ref(), &config) => held?,
+            () = &mut shutdown => anyhow::bail!("stopped before serving, while older instances were stopping"),
+        }
     }
     store.prepare_to_serve().await;
     // Endpoints an older release stored with a plain secret are sealed now (SPEC S4).

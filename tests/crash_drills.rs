@@ -325,29 +325,3 @@ async fn s3_a_newer_storage_layout_stops_an_older_instance_and_is_refused_after(
     assert!(stderr.contains(&named) && stderr.contains("upgrade this instance"), "{stderr}");
 }
 }
-
-on_both_stores! {
-/// SPEC S3, the other side of the fence: an instance of the release that raised the level
-/// serves only once the check interval and the request deadline have passed since the raise,
-/// when every older instance has stopped; a database raised while empty holds nobody off.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn s3_a_release_that_raised_the_layout_serves_only_once_older_instances_have_stopped() {
-    use payrail::store::layout;
-    let server = TestServer::start().await;
-    let raised_at = server.store.setting(layout::RAISED_AT).await.unwrap();
-    assert_eq!(raised_at.as_deref(), Some(&b"0"[..]), "a new database was raised while empty");
-    // What the migration records when it raises the level of a database an older release serves.
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros().to_string();
-    assert!(server.store.replace_setting(layout::RAISED_AT, b"0", now.as_bytes()).await.unwrap());
-    let raised = Instant::now();
-    let dir = server.stop().await;
-    let deadline = Duration::from_secs(1);
-    let deadline_ms = u64::try_from(deadline.as_millis()).unwrap();
-    let server = TestServer::start_in(dir, |c| c.request_timeout_ms = deadline_ms).await;
-    let held = raised.elapsed();
-    println!("served {held:?} after the raise");
-    assert!(held >= layout::CHECK_INTERVAL + deadline - Duration::from_millis(50), "held off only {held:?}");
-    let key = server.key().await;
-    assert_eq!(server.get("/api/ping", &key).send().await.unwrap().status(), 200, "then it serves");
-}
-}

@@ -229,3 +229,36 @@ async fn e3_concurrent_cancels_from_two_instances_make_one_transition() {
     assert_eq!(events.as_array().unwrap().len(), 1);
 }
 }
+
+on_postgres_only! {
+/// SPEC S3, the other side of the storage layout's fence: an instance of the release whose
+/// migration raised the level serves only once the check interval and the request deadline
+/// have passed since the raise (by then every older instance has stopped and finished its
+/// requests), while the instances already serving go on; a database raised while empty holds
+/// nobody off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_a_release_that_raised_the_layout_serves_only_once_older_instances_have_stopped() {
+    use payrail::store::layout;
+    let a = TestServer::start().await;
+    let key = a.key().await;
+    let raised_at = a.store.setting(layout::RAISED_AT).await.unwrap();
+    assert_eq!(raised_at.as_deref(), Some(&b"0"[..]), "a new database was raised while empty");
+    // What the migration records when it raises the level of a database older instances serve.
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_micros().to_string();
+    assert!(a.store.replace_setting(layout::RAISED_AT, b"0", now.as_bytes()).await.unwrap());
+    let raised = std::time::Instant::now();
+    let url = test_database_url(a.dir.path()).await.expect("a PostgreSQL database");
+    let deadline = Duration::from_secs(1);
+    let deadline_ms = u64::try_from(deadline.as_millis()).unwrap();
+    let b = TestServer::start_with(|c| {
+        c.database_url = Some(url);
+        c.request_timeout_ms = deadline_ms;
+    })
+    .await;
+    let held = raised.elapsed();
+    println!("the second instance served {held:?} after the raise");
+    assert!(held >= layout::CHECK_INTERVAL + deadline - Duration::from_millis(50), "held off only {held:?}");
+    assert_eq!(a.get("/api/ping", &key).send().await.unwrap().status(), 200, "the first one serves on");
+    assert_eq!(b.get("/api/ping", &key).send().await.unwrap().status(), 200, "then the second serves");
+}
+}

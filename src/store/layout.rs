@@ -10,7 +10,8 @@
 //! stops serving: it drains its requests and exits, saying why. An instance of the release
 //! that raised the level starts serving only once [`CHECK_INTERVAL`] and the request deadline
 //! have passed since the raise ([`hold_off`]): by then no older instance is serving or still
-//! finishing a request, so none ever reads what the new layout writes.
+//! finishing a request, so none ever reads what the new layout writes. (On SQLite the serve
+//! lock already keeps an older server away until it has drained: nobody waits there.)
 //!
 //! Levels:
 //! 1. Migrations 0015 (PostgreSQL) and 0007 (SQLite): the fence itself.

@@ -31,8 +31,13 @@ fn replies_into_slots(tx: &Transaction<'_>) -> anyhow::Result<()> {
 
 /// Applies every migration not yet applied, each in its own transaction.
 pub fn apply(conn: &mut Connection) -> anyhow::Result<()> {
+    apply_through(conn, i64::MAX)
+}
+
+/// Applies the migrations not yet applied up to version `last` (what an older release had).
+fn apply_through(conn: &mut Connection, last: i64) -> anyhow::Result<()> {
     conn.execute_batch("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)")?;
-    for (version, step) in MIGRATIONS {
+    for (version, step) in MIGRATIONS.iter().filter(|(version, _)| *version <= last) {
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let applied: bool = tx.query_row("SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = ?1)", [version], |r| r.get(0))?;
         if !applied {
@@ -85,6 +90,31 @@ mod tests {
             )
             .unwrap();
         assert_eq!(tables, 1, "the old table is gone and the expiry index is back");
+    }
+
+    #[test]
+    fn s3_level_2_is_recorded_with_its_time_on_a_database_that_held_data_and_as_0_on_an_empty_one() {
+        let setting = |conn: &Connection, name: &str| -> Vec<u8> {
+            conn.query_row("SELECT value FROM settings WHERE name = ?1", [name], |r| r.get(0)).unwrap()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let mut used = Connection::open(dir.path().join("used.db")).unwrap();
+        apply_through(&mut used, 7).unwrap();
+        assert_eq!(setting(&used, "layout_level"), b"1");
+        used.execute(
+            "INSERT INTO objects (id, kind, org_id, live_mode, created_at, version, doc) VALUES ('o', 'counterparty', 'org', 0, 1, 1, '{}')",
+            [],
+        )
+        .unwrap();
+        let before = crate::base::time::Clock::now(&crate::base::time::SystemClock).as_micros();
+        apply(&mut used).unwrap();
+        assert_eq!(setting(&used, "layout_level"), b"2");
+        let raised: i64 = String::from_utf8(setting(&used, "layout_raised_at")).unwrap().parse().unwrap();
+        assert!(raised >= before - 1_000 && raised < before + 60_000_000, "raised at {raised}, migrated from {before}");
+        let mut empty = Connection::open(dir.path().join("empty.db")).unwrap();
+        apply(&mut empty).unwrap();
+        assert_eq!(setting(&empty, "layout_level"), b"2");
+        assert_eq!(setting(&empty, "layout_raised_at"), b"0");
     }
 
     #[test]

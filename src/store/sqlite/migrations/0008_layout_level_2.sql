@@ -5,8 +5,8 @@
 -- terms and would miss what this release writes, so the level is raised and they stop.
 -- The terms of rows written before stay, unread, so that an older release still serving until
 -- it sees the new level answers right; a later release may drop them.
--- When the database already held data, an older instance may be serving: the raise's time
--- holds this release's instances off until every older one has stopped (store::layout::hold_off).
+-- The raise's time is recorded as on PostgreSQL (0 on an empty database), but a SQLite file has
+-- one server at a time, whose lock an older one lets go only once drained: nobody waits for it.
 INSERT OR REPLACE INTO settings (name, value)
 VALUES ('layout_raised_at',
         CAST(CAST(CASE WHEN EXISTS (SELECT 1 FROM objects)
