@@ -49,8 +49,8 @@ pub struct LedgerEntry {
 
 impl LedgerEntry {
     /// What its lists filter on. Its transaction is its parent, found by the parent index, and
-    /// its ledger is never asked for: neither is a term (storage layout level 2; a posting
-    /// writes four rows fewer).
+    /// its ledger is never asked for: neither is a term (storage layout level 2: two rows fewer
+    /// an entry; with the version's, five a posting).
     pub fn terms(&self) -> Vec<Term> {
         let mut terms: Vec<Term> = listing::metadata_terms(&self.metadata).collect();
         terms.push(Term::new("ledger_account_id", &self.ledger_account_id));
