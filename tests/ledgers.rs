@@ -436,6 +436,81 @@ on_both_stores! {
     }
 
     #[tokio::test]
+    async fn g1_entries_and_transactions_filter_by_status_direction_and_effective_time_as_they_move() {
+        // Storage layout level 3: these filters read each entry's posting row, which its
+        // transaction's post or archive moves in the same commit as the entry, and a
+        // transaction's read its entries' rows.
+        let server = TestServer::start().await;
+        let key = server.key().await;
+        let ledger = ledger(&server, &key).await;
+        let (a, b) = (account(&server, &key, &ledger, "credit").await, account(&server, &key, &ledger, "debit").await);
+        let mut ids = Vec::new();
+        for (status, day, a_side, amount) in [("posted", 10, "credit", 100), ("pending", 20, "debit", 5), ("pending", 25, "credit", 7)] {
+            let b_side = if a_side == "credit" { "debit" } else { "credit" };
+            let body = json!({"status": status, "effective_at": format!("2026-03-{day}T12:00:00Z"), "ledger_entries": [entry(&a, a_side, amount), entry(&b, b_side, amount)]});
+            ids.push(create(&server, &key, "/api/ledger_transactions", body).await["id"].as_str().unwrap().to_owned());
+        }
+        let amounts_of = |path: String| {
+            let (server, key) = (&server, &key);
+            async move {
+                let listed = get(server, key, &path).await;
+                listed.as_array().unwrap().iter().map(|e| e["amount"].as_i64().unwrap()).collect::<Vec<_>>()
+            }
+        };
+        let on_a = format!("/api/ledger_entries?ledger_account_id={a}");
+        assert_eq!(amounts_of(format!("{on_a}&status=pending")).await, [7, 5]);
+        for (id, to) in [(&ids[1], "posted"), (&ids[2], "archived")] {
+            let (status, reply) = json(server.patch(&format!("/api/ledger_transactions/{id}"), &key, &json!({"status": to})).send().await.unwrap()).await;
+            assert_eq!(status, 200, "{reply}");
+        }
+        assert_eq!(amounts_of(format!("{on_a}&status=pending")).await, Vec::<i64>::new(), "posting and archiving moved them");
+        assert_eq!(amounts_of(format!("{on_a}&status=posted")).await, [5, 100]);
+        assert_eq!(amounts_of(format!("{on_a}&status%5B%5D=archived")).await, [7]);
+        assert_eq!(amounts_of(format!("{on_a}&status%5B%5D=posted&status%5B%5D=archived")).await, [7, 5, 100]);
+        assert_eq!(amounts_of(format!("{on_a}&direction=debit")).await, [5]);
+        assert_eq!(amounts_of(format!("{on_a}&direction=credit&status=posted")).await, [100]);
+        assert_eq!(amounts_of(format!("{on_a}&effective_date=2026-03-20")).await, [5]);
+        let window = "effective_at%5Bgte%5D=2026-03-20T12:00:00Z&effective_at%5Blt%5D=2026-03-25T12:00:00Z";
+        assert_eq!(amounts_of(format!("{on_a}&{window}")).await, [5], "lower bound inclusive, upper exclusive");
+        assert_eq!(amounts_of(format!("{on_a}&{window}&direction=credit")).await, Vec::<i64>::new());
+        assert_eq!(amounts_of(format!("{on_a}&effective_at%5Bgt%5D=2026-03-10T12:00:00Z&effective_at%5Blte%5D=2026-03-25T12:00:00Z")).await, [7, 5]);
+        // A transaction's status and effective time are its entries' (the same rows).
+        let txns = |query: &'static str| {
+            let (server, key, a) = (&server, &key, &a);
+            async move {
+                let listed = get(server, key, &format!("/api/ledger_transactions?ledger_account_id={a}&{query}")).await;
+                listed.as_array().unwrap().iter().map(|t| t["id"].as_str().unwrap().to_owned()).collect::<Vec<_>>()
+            }
+        };
+        assert_eq!(txns("status=pending").await, Vec::<String>::new());
+        assert_eq!(txns("status=posted").await, [ids[1].clone(), ids[0].clone()]);
+        assert_eq!(txns("status%5B%5D=archived&effective_date%5Bgte%5D=2026-03-21").await, [ids[2].clone()]);
+        assert_eq!(txns("effective_at=2026-03-20T12:00:00Z").await, [ids[1].clone()]);
+        assert_eq!(txns("effective_at%5Blt%5D=2026-03-20T12:00:00Z&status=posted").await, [ids[0].clone()]);
+        let (status, body) = json(server.get("/api/ledger_transactions?status=settled", &key).send().await.unwrap()).await;
+        assert_error(status, &body, 422, "parameter_invalid");
+        // Without an account: every entry of the organization, by its posting row alone.
+        let sides: Vec<(String, i64)> = get(&server, &key, "/api/ledger_entries?status=archived")
+            .await
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| (e["direction"].as_str().unwrap().to_owned(), e["amount"].as_i64().unwrap()))
+            .collect();
+        assert_eq!(sides.len(), 2, "{sides:?}");
+        assert!(sides.iter().all(|(_, amount)| *amount == 7), "{sides:?}");
+        assert_eq!(amounts_of("/api/ledger_entries?status=archived&direction=debit".into()).await, [7]);
+        let stranger = server.key_for("another-org", Mode::Sandbox).await;
+        let (status, theirs) = json(server.get("/api/ledger_entries?status=posted&direction=credit", &stranger).send().await.unwrap()).await;
+        assert_eq!((status, theirs), (200, json!([])), "another organization sees none of these entries");
+        for (query, parameter) in [("status=settled", "status"), ("direction=up", "direction"), ("effective_at%5Bgte%5D=soon", "effective_at[gte]")] {
+            let (status, body) = json(server.get(&format!("{on_a}&{query}"), &key).send().await.unwrap()).await;
+            assert_error(status, &body, 422, "parameter_invalid");
+            assert_eq!(body["errors"]["parameter"], parameter, "{body}");
+        }
+    }
+
+    #[tokio::test]
     async fn g2_external_id_is_unique_per_ledger_among_live_transactions() {
         let server = TestServer::start().await;
         let key = server.key().await;

@@ -10,7 +10,7 @@ use super::{IdsParams, MetadataParams, OrderByParams, PageParams};
 use super::{newest_first_only, ok_json, param, unsupported_filters};
 use crate::app::{AppState, WriteContext};
 use crate::domain::ledger::entries::{self, EntryFilter, LedgerEntry};
-use crate::domain::ledger::transactions::{EntryPatch, effective_filters, update_entry};
+use crate::domain::ledger::transactions::{EntryPatch, effective_range, update_entry};
 use crate::error::Error;
 use crate::http::auth::Principal;
 use crate::http::extract::{JsonBody, PathId, QueryParams};
@@ -86,7 +86,7 @@ pub async fn list(State(state): State<AppState>, principal: Principal, paging: P
         ledger_transaction_id: param(&query, "ledger_transaction_id"),
         direction: param(&query, "direction"),
         statuses: query.all("status"),
-        effective: effective_filters(|name| query.get(name))?,
+        effective: effective_range(|name| query.get(name))?,
         metadata: query.metadata(),
         show_balances: show_balances(&query)?,
         ledger_account_settlement_id: param(&query, "ledger_account_settlement_id"),

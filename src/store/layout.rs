@@ -20,6 +20,12 @@
 //!    longer a term (nothing asked for it). Older releases list entries and versions by those
 //!    terms, so they would miss what this one writes. The terms of rows written before stay
 //!    (nothing reads them) until a later release drops them.
+//! 3. Migrations 0017 and 0009: a ledger entry's direction, status and effective time are read
+//!    from its `ledger_postings` row (`Filter::Posting`), and a transaction's status and
+//!    effective time from its entries' rows, no longer from search terms (a posting writes
+//!    eight rows fewer). An entry keeps its account (the newest-first walk of an account's
+//!    entries) and its metadata as terms. Older releases filter by the dropped terms, so they
+//!    would miss what this one writes; the terms of rows written before stay, unread.
 
 use std::time::Duration;
 
@@ -28,7 +34,7 @@ use crate::base::time::Timestamp;
 use crate::error::Result;
 
 /// The newest layout this release reads and writes.
-pub const LEVEL: u32 = 2;
+pub const LEVEL: u32 = 3;
 /// The `settings` row holding the database's level (ASCII digits).
 pub const SETTING: &str = "layout_level";
 /// The `settings` row saying when the level was last raised on a database that already held
@@ -107,13 +113,14 @@ mod tests {
         assert_eq!(judge(None), Layout::Known);
         assert_eq!(judge(Some(b"1")), Layout::Known);
         assert_eq!(judge(Some(b"2")), Layout::Known);
+        assert_eq!(judge(Some(b"3")), Layout::Known);
         assert_eq!(judge(Some(b"0")), Layout::Known);
     }
 
     #[test]
     fn s3_a_higher_or_unreadable_level_is_too_new_and_says_so() {
-        let Layout::TooNew(message) = judge(Some(b"3")) else { panic!("level 3 must be too new") };
-        assert!(message.contains("level 3") && message.contains("upgrade this instance"), "{message}");
+        let Layout::TooNew(message) = judge(Some(b"4")) else { panic!("level 4 must be too new") };
+        assert!(message.contains("level 4") && message.contains("upgrade this instance"), "{message}");
         let Layout::TooNew(message) = judge(Some(b"two")) else { panic!("an unreadable level must be too new") };
         assert!(message.contains("\"two\""), "{message}");
     }

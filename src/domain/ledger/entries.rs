@@ -11,10 +11,12 @@ use super::super::enums::{Direction, LedgerStatus};
 use super::super::listing::{self, ListedPage, PageSpec};
 use super::super::time::Timestamp;
 use super::super::validate::Metadata;
+use super::transactions::EffectiveRange;
 use super::{BalancesDoc, LedgerCurrency, balances};
 use crate::base::ledger::Window;
 use crate::error::{Error, Result};
-use crate::store::{Filter, ObjectRecord, StoredObject, Term};
+use crate::store::ledger;
+use crate::store::{Filter, ObjectRecord, PostingFilter, StoredObject, Term};
 
 pub const KIND: &str = super::super::kinds::LEDGER_ENTRY;
 
@@ -51,12 +53,12 @@ impl LedgerEntry {
     /// What its lists filter on. Its transaction is its parent, found by the parent index, and
     /// its ledger is never asked for: neither is a term (storage layout level 2: two rows fewer
     /// an entry; with the version's, five a posting).
+    /// Its search terms: its metadata and its account (the newest-first walk of an account's
+    /// entries). Its direction, status and effective time are read from its posting row, and
+    /// its transaction is its parent (storage layout levels 2 and 3).
     pub fn terms(&self) -> Vec<Term> {
         let mut terms: Vec<Term> = listing::metadata_terms(&self.metadata).collect();
         terms.push(Term::new("ledger_account_id", &self.ledger_account_id));
-        terms.push(Term::new("direction", self.direction.as_str()));
-        terms.push(Term::new("status", self.status.as_str()));
-        terms.push(Term::new("effective_at", self.effective_at.to_string()));
         terms
     }
 
@@ -114,6 +116,48 @@ pub async fn get(ctx: &Ctx<'_>, id: &str, show_balances: bool) -> Result<String>
     to_json(&entry)
 }
 
+/// What a list of entries (or, `of_parent`, of transactions) asks of the entries' posting
+/// rows (storage layout level 3).
+pub(super) struct PostingAsk<'a> {
+    /// The list's `ledger_account_id` (also a term): narrows the rows looked at.
+    pub account: Option<&'a str>,
+    pub direction: Option<&'a str>,
+    pub statuses: &'a [String],
+    pub effective: &'a EffectiveRange,
+    pub of_parent: bool,
+}
+
+/// The direction, statuses and effective window a list asks for, as a condition on the
+/// entries' posting rows, or none when it asks for none of them.
+pub(super) fn posting_filter(ask: PostingAsk<'_>) -> Result<Option<Filter>> {
+    let PostingAsk { account, direction, statuses, effective, of_parent } = ask;
+    let debit = direction.map(|d| Direction::parse("direction", d).map(|d| d == Direction::Debit)).transpose()?;
+    let statuses = match statuses {
+        [] => None,
+        given => Some(given.iter().map(|s| LedgerStatus::parse("status", s).map(status_code)).collect::<Result<Vec<_>>>()?),
+    };
+    let filter = PostingFilter {
+        account_id: None,
+        debit,
+        statuses,
+        effective_from: effective.from.map(Timestamp::as_micros),
+        effective_to: effective.to.map(Timestamp::as_micros),
+    };
+    if filter == PostingFilter::default() {
+        return Ok(None);
+    }
+    Ok(Some(Filter::Posting { filter: PostingFilter { account_id: account.map(str::to_owned), ..filter }, of_parent }))
+}
+
+/// Where an entry of this status is kept in `ledger_postings`.
+fn status_code(status: LedgerStatus) -> i16 {
+    match status {
+        LedgerStatus::Pending => ledger::STATUS_PENDING,
+        LedgerStatus::Posted => ledger::STATUS_POSTED,
+        LedgerStatus::Archived => ledger::STATUS_ARCHIVED,
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct EntryFilter {
     pub ids: Vec<String>,
@@ -121,7 +165,7 @@ pub struct EntryFilter {
     pub ledger_transaction_id: Option<String>,
     pub direction: Option<String>,
     pub statuses: Vec<String>,
-    pub effective: Vec<Filter>,
+    pub effective: EffectiveRange,
     pub metadata: Vec<(String, String)>,
     pub show_balances: bool,
     /// Entries this ledger account settlement took (with the settlement's own entry on the
@@ -134,24 +178,22 @@ pub struct EntryFilter {
 }
 
 pub async fn list(ctx: &Ctx<'_>, filter: &EntryFilter, page: PageSpec) -> Result<ListedPage> {
-    if let Some(direction) = &filter.direction {
-        Direction::parse("direction", direction)?;
-    }
-    for status in &filter.statuses {
-        LedgerStatus::parse("status", status)?;
-    }
     let mut filters: Vec<Filter> = [
         listing::any_id(&filter.ids),
         listing::eq("ledger_account_id", filter.ledger_account_id.as_deref()),
         filter.ledger_transaction_id.as_ref().map(|id| Filter::Parent(id.clone())),
-        listing::eq("direction", filter.direction.as_deref()),
-        listing::any_of("status", &filter.statuses),
         filter.ledger_account_settlement_id.as_ref().map(|id| Filter::SettledBy { settlement_id: id.clone(), of_parent: false }),
+        posting_filter(PostingAsk {
+            account: filter.ledger_account_id.as_deref(),
+            direction: filter.direction.as_deref(),
+            statuses: &filter.statuses,
+            effective: &filter.effective,
+            of_parent: false,
+        })?,
     ]
     .into_iter()
     .flatten()
     .collect();
-    filters.extend(filter.effective.iter().cloned());
     filters.extend(listing::metadata_filters(&filter.metadata));
     if let Some(category) = &filter.ledger_account_category_id {
         filters.push(super::categories::accounts_filter(ctx, category, "ledger_account_category_id", Some("ledger_account_id")).await?);

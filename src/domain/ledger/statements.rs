@@ -16,7 +16,7 @@ use super::super::{Commit, Ctx, event, require};
 use super::{BalancesDoc, balances, effective_at};
 use crate::base::ledger::Window;
 use crate::error::{Error, Result};
-use crate::store::{Filter, ObjectRecord, StoredObject, Term, Write, WriteBatch};
+use crate::store::{Filter, ObjectRecord, PostingFilter, StoredObject, Term, Write, WriteBatch};
 
 pub const KIND: &str = super::super::kinds::LEDGER_ACCOUNT_STATEMENT;
 
@@ -140,9 +140,14 @@ pub async fn entry_filters(ctx: &Ctx<'_>, id: &str) -> Result<Vec<Filter>> {
         return Ok(vec![Filter::IdIn(Vec::new())]);
     };
     let statement = parse(&stored)?;
+    let window = PostingFilter {
+        account_id: Some(statement.ledger_account_id.clone()),
+        effective_from: Some(statement.effective_at_lower_bound.as_micros()),
+        effective_to: Some(statement.effective_at_upper_bound.as_micros() - 1),
+        ..PostingFilter::default()
+    };
     Ok(vec![
         Filter::Eq { name: "ledger_account_id".into(), value: statement.ledger_account_id },
-        Filter::AtLeast { name: "effective_at".into(), value: statement.effective_at_lower_bound.to_string() },
-        Filter::AtMost { name: "effective_at".into(), value: statement.effective_at_upper_bound.plus_micros(-1).to_string() },
+        Filter::Posting { filter: window, of_parent: false },
     ])
 }

@@ -387,8 +387,8 @@ impl LedgerTransaction {
     fn terms(&self) -> Vec<Term> {
         let mut terms: Vec<Term> = listing::metadata_terms(&self.metadata).collect();
         terms.push(Term::new("ledger_id", &self.ledger_id));
-        terms.push(Term::new("status", self.status.as_str()));
-        terms.push(Term::new("effective_at", self.effective_at.to_string()));
+        // Its status and effective time are read from its entries' posting rows (storage
+        // layout level 3).
         let accounts: BTreeSet<&str> = self.ledger_entries.iter().map(|e| e.ledger_account_id.as_str()).collect();
         terms.extend(accounts.into_iter().map(|id| Term::new("ledger_account_id", id)));
         terms.extend(self.external_id.as_ref().map(|v| Term::new("external_id", v)));
@@ -638,7 +638,7 @@ pub struct TransactionFilter {
     pub reverses_ledger_transaction_id: Option<String>,
     pub ledgerable_id: Option<String>,
     pub ledgerable_type: Option<String>,
-    pub effective: Vec<Filter>,
+    pub effective: EffectiveRange,
     pub metadata: Vec<(String, String)>,
     /// Transactions with an entry that this ledger account settlement took.
     pub ledger_account_settlement_id: Option<String>,
@@ -647,14 +647,18 @@ pub struct TransactionFilter {
 }
 
 pub async fn list(ctx: &Ctx<'_>, filter: &TransactionFilter, page: PageSpec) -> Result<ListedPage> {
-    for status in &filter.statuses {
-        LedgerStatus::parse("status", status)?;
-    }
     let mut filters: Vec<Filter> = [
         listing::any_id(&filter.ids),
         listing::eq("ledger_id", filter.ledger_id.as_deref()),
         listing::eq("ledger_account_id", filter.ledger_account_id.as_deref()),
-        listing::any_of("status", &filter.statuses),
+        // Its status and effective time are its entries' (storage layout level 3).
+        entries::posting_filter(entries::PostingAsk {
+            account: filter.ledger_account_id.as_deref(),
+            direction: None,
+            statuses: &filter.statuses,
+            effective: &filter.effective,
+            of_parent: true,
+        })?,
         listing::eq("external_id", filter.external_id.as_deref()),
         listing::eq("reverses_ledger_transaction_id", filter.reverses_ledger_transaction_id.as_deref()),
         listing::eq("ledgerable_id", filter.ledgerable_id.as_deref()),
@@ -664,7 +668,6 @@ pub async fn list(ctx: &Ctx<'_>, filter: &TransactionFilter, page: PageSpec) -> 
     .into_iter()
     .flatten()
     .collect();
-    filters.extend(filter.effective.iter().cloned());
     filters.extend(listing::metadata_filters(&filter.metadata));
     if let Some(category) = &filter.ledger_account_category_id {
         filters.push(super::categories::accounts_filter(ctx, category, "ledger_account_category_id", Some("ledger_account_id")).await?);
@@ -959,10 +962,28 @@ async fn replace_entry_copy(ctx: &Ctx<'_>, batch: &mut WriteBatch, entry: &Ledge
     Ok(())
 }
 
-/// Effective-time filters of a list (`effective_at[gte]=...`, `effective_date[lt]=...`, and a
-/// bare `effective_at=`/`effective_date=` for equality), as filters on the `effective_at` term.
-pub fn effective_filters<'a>(get: impl Fn(&str) -> Option<&'a str>) -> Result<Vec<Filter>> {
-    let mut out = Vec::new();
+/// The effective-time window of a list (`effective_at[gte]=...`, `effective_date[lt]=...`, and
+/// a bare `effective_at=`/`effective_date=` for equality): each bound given narrows it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EffectiveRange {
+    /// At or after, at or before (both inclusive).
+    pub from: Option<Timestamp>,
+    pub to: Option<Timestamp>,
+}
+
+impl EffectiveRange {
+    fn narrow(&mut self, from: Option<Timestamp>, to: Option<Timestamp>) {
+        self.from = self.from.max(from);
+        self.to = match (self.to, to) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+}
+
+/// The effective-time window a list's parameters ask for (see [`EffectiveRange`]).
+pub fn effective_range<'a>(get: impl Fn(&str) -> Option<&'a str>) -> Result<EffectiveRange> {
+    let mut range = EffectiveRange::default();
     for field in ["effective_at", "effective_date"] {
         for op in ["", "[eq]", "[gt]", "[gte]", "[lt]", "[lte]"] {
             let name = format!("{field}{op}");
@@ -974,18 +995,16 @@ pub fn effective_filters<'a>(get: impl Fn(&str) -> Option<&'a str>) -> Result<Ve
                 let at = effective_at(&name, text)?;
                 (at, at)
             };
-            let (from, to) = match op {
-                "" | "[eq]" => (Some(first), Some(last)),
-                "[gt]" => (Some(last.plus_micros(1)), None),
-                "[gte]" => (Some(first), None),
-                "[lt]" => (None, Some(first.plus_micros(-1))),
-                _ => (None, Some(last)),
-            };
-            out.extend(from.map(|at| Filter::AtLeast { name: "effective_at".into(), value: at.to_string() }));
-            out.extend(to.map(|at| Filter::AtMost { name: "effective_at".into(), value: at.to_string() }));
+            match op {
+                "" | "[eq]" => range.narrow(Some(first), Some(last)),
+                "[gt]" => range.narrow(Some(last.plus_micros(1)), None),
+                "[gte]" => range.narrow(Some(first), None),
+                "[lt]" => range.narrow(None, Some(first.plus_micros(-1))),
+                _ => range.narrow(None, Some(last)),
+            }
         }
     }
-    Ok(out)
+    Ok(range)
 }
 
 /// Prefixes the parameter of a 422 or 409 with `prefix` (`ledger_transaction.`), for errors of a
@@ -1139,6 +1158,24 @@ pub async fn update_entry(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn g1_each_effective_bound_narrows_the_window_and_dates_cover_their_whole_day() {
+        let at = |text: &str| effective_at("t", text).unwrap();
+        let params = [
+            ("effective_at[gte]", "2026-03-01T00:00:00Z"),
+            ("effective_at[gt]", "2026-03-05T00:00:00Z"),
+            ("effective_date[lte]", "2026-03-20"),
+            ("effective_at[lt]", "2026-03-25T00:00:00Z"),
+        ];
+        let range = effective_range(|name| params.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)).unwrap();
+        assert_eq!(range.from, Some(at("2026-03-05T00:00:00Z").plus_micros(1)), "the later lower bound, exclusive");
+        assert_eq!(range.to, Some(at("2026-03-21T00:00:00Z").plus_micros(-1)), "the earlier upper bound: the date's last instant");
+        let day = effective_range(|name| (name == "effective_date").then_some("2026-03-20")).unwrap();
+        assert_eq!((day.from, day.to), (Some(at("2026-03-20T00:00:00Z")), Some(at("2026-03-21T00:00:00Z").plus_micros(-1))));
+        assert_eq!(effective_range(|_| None).unwrap(), EffectiveRange::default());
+        assert!(effective_range(|name| (name == "effective_at[gt]").then_some("soon")).is_err());
+    }
 
     fn property_names(schema: utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>) -> BTreeSet<String> {
         let value = serde_json::to_value(schema).unwrap();

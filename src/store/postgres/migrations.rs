@@ -21,6 +21,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (14, include_str!("migrations/0014_lz4_documents.sql")),
     (15, include_str!("migrations/0015_layout_level.sql")),
     (16, include_str!("migrations/0016_layout_level_2.sql")),
+    (17, include_str!("migrations/0017_layout_level_3.sql")),
 ];
 /// Arbitrary but fixed: the advisory lock every Payrail instance takes to migrate.
 const MIGRATION_LOCK_ID: i64 = 0x7061_7972_6169_6c00;

@@ -40,7 +40,7 @@ use tokio_postgres::types::ToSql;
 
 use super::key_cache::KeyEntries;
 use super::reply_cache::{self, ReplyCache};
-use super::{Claim, ClaimToken, Filter, FoundKey, ListQuery, Page, Store, StoredObject, StoredReply, WriteBatch, abandoned};
+use super::{Claim, ClaimToken, Filter, FoundKey, ListQuery, Page, PostingValue, Store, StoredObject, StoredReply, WriteBatch, abandoned};
 use crate::base::api_key::{ApiKey, KeyHash, KeyHasher, Scope};
 use crate::base::secret_box::{self, SecretBox};
 use crate::base::time::Timestamp;
@@ -343,6 +343,19 @@ fn list_sql(query: &ListQuery) -> (String, Vec<Box<dyn ToSql + Sync + Send>>) {
                 } else {
                     format!(" AND o.id IN (SELECT entry_id FROM ledger_postings WHERE settlement_id = ${n})")
                 });
+                continue;
+            }
+            Filter::Posting { filter, of_parent } => {
+                let base = args.len();
+                let (condition, values) = filter.condition(*of_parent, |i| format!("${}", base + i));
+                sql.push_str(&condition);
+                args.extend(values.into_iter().map(|value| -> Box<dyn ToSql + Sync + Send> {
+                    match value {
+                        PostingValue::Text(t) => Box::new(t),
+                        PostingValue::Bool(b) => Box::new(b),
+                        PostingValue::Int(i) => Box::new(i),
+                    }
+                }));
                 continue;
             }
             Filter::Keys { name, values } | Filter::AnyOf { name, values } => {

@@ -18,6 +18,7 @@ const MIGRATIONS: &[(i64, Step)] = &[
     (6, Step::Sql(include_str!("migrations/0006_leases.sql"))),
     (7, Step::Sql(include_str!("migrations/0007_layout_level.sql"))),
     (8, Step::Sql(include_str!("migrations/0008_layout_level_2.sql"))),
+    (9, Step::Sql(include_str!("migrations/0009_layout_level_3.sql"))),
 ];
 
 /// Migration 2: stored replies get rowids derived from their keys (see `reply_slots`).
@@ -93,10 +94,11 @@ mod tests {
     }
 
     #[test]
-    fn s3_level_2_is_recorded_with_its_time_on_a_database_that_held_data_and_as_0_on_an_empty_one() {
+    fn s3_each_raise_is_recorded_with_its_time_on_a_database_that_held_data_and_as_0_on_an_empty_one() {
         let setting = |conn: &Connection, name: &str| -> Vec<u8> {
             conn.query_row("SELECT value FROM settings WHERE name = ?1", [name], |r| r.get(0)).unwrap()
         };
+        let raised_at = |conn: &Connection| -> i64 { String::from_utf8(setting(conn, "layout_raised_at")).unwrap().parse().unwrap() };
         let dir = tempfile::tempdir().unwrap();
         let mut used = Connection::open(dir.path().join("used.db")).unwrap();
         apply_through(&mut used, 7).unwrap();
@@ -106,14 +108,18 @@ mod tests {
             [],
         )
         .unwrap();
-        let before = crate::base::time::Clock::now(&crate::base::time::SystemClock).as_micros();
-        apply(&mut used).unwrap();
-        assert_eq!(setting(&used, "layout_level"), b"2");
-        let raised: i64 = String::from_utf8(setting(&used, "layout_raised_at")).unwrap().parse().unwrap();
-        assert!(raised >= before - 1_000 && raised < before + 60_000_000, "raised at {raised}, migrated from {before}");
+        // Migration 8 raises to level 2, migration 9 to level 3 (each release's own step).
+        for (last, level) in [(8, b"2"), (9, b"3")] {
+            let before = crate::base::time::Clock::now(&crate::base::time::SystemClock).as_micros();
+            apply_through(&mut used, last).unwrap();
+            assert_eq!(setting(&used, "layout_level"), level);
+            let raised = raised_at(&used);
+            assert!(raised >= before - 1_000 && raised < before + 60_000_000, "raised at {raised}, migrated from {before}");
+        }
+        assert_eq!(crate::store::layout::LEVEL.to_string().as_bytes(), b"3", "this release reads what its last migration raised to");
         let mut empty = Connection::open(dir.path().join("empty.db")).unwrap();
         apply(&mut empty).unwrap();
-        assert_eq!(setting(&empty, "layout_level"), b"2");
+        assert_eq!(setting(&empty, "layout_level"), b"3");
         assert_eq!(setting(&empty, "layout_raised_at"), b"0");
     }
 

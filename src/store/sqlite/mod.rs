@@ -26,7 +26,8 @@ use tokio::sync::oneshot;
 use super::key_cache::{EpochFile, KeyEntries};
 use super::reply_cache::{self, ReplyCache};
 use super::{
-    Claim, ClaimToken, Filter, FoundKey, ListQuery, Page, Store, StoredObject, StoredReply, WriteBatch, backend_error, claim_lost,
+    Claim, ClaimToken, Filter, FoundKey, ListQuery, Page, PostingValue, Store, StoredObject, StoredReply, WriteBatch, backend_error,
+    claim_lost,
 };
 use crate::base::api_key::{ApiKey, KeyHash, KeyHasher, Scope};
 use crate::base::ledger::{Totals, Window};
@@ -333,6 +334,15 @@ fn list_sql(query: &ListQuery) -> (String, Vec<Value>) {
             Filter::SettledBy { settlement_id, of_parent } => {
                 sql.push_str(settled_by(*of_parent));
                 args.push(Value::Text(settlement_id.clone()));
+            }
+            Filter::Posting { filter, of_parent } => {
+                let (condition, values) = filter.condition(*of_parent, |_| "?".into());
+                sql.push_str(&condition);
+                args.extend(values.into_iter().map(|value| match value {
+                    PostingValue::Text(t) => Value::Text(t),
+                    PostingValue::Bool(b) => Value::Integer(i64::from(b)),
+                    PostingValue::Int(i) => Value::Integer(i),
+                }));
             }
         }
     }
