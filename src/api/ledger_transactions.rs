@@ -21,7 +21,7 @@ use crate::store::Filter;
 const UNSUPPORTED: &[&str] = &["posted_at", "updated_at", "amount", "partially_posts_ledger_transaction_id"];
 
 /// `effective_at[...]` and `effective_date[...]` of a list of transactions or entries (see
-/// `transactions::effective_range`), for the OpenAPI document.
+/// `domain::ledger::effective_range`), for the OpenAPI document.
 #[derive(utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 #[allow(dead_code)]
@@ -129,7 +129,7 @@ pub async fn list(State(state): State<AppState>, principal: Principal, paging: P
         reverses_ledger_transaction_id: param(&query, "reverses_ledger_transaction_id"),
         ledgerable_id: param(&query, "ledgerable_id"),
         ledgerable_type: param(&query, "ledgerable_type"),
-        effective: transactions::effective_range(|name| query.get(name))?,
+        effective: crate::domain::ledger::effective_range(|name| query.get(name))?,
         metadata: query.metadata(),
         ledger_account_settlement_id: param(&query, "ledger_account_settlement_id"),
         ledger_account_category_id: param(&query, "ledger_account_category_id"),

@@ -22,7 +22,7 @@ use super::super::validate::{self, Metadata, MetadataPatch, TEXT_LEN_MAX};
 use super::super::{Commit, Ctx, event, retry_on_conflict};
 use super::accounts::{self, AccountRecord};
 use super::entries::{self, LedgerEntry};
-use super::{date_of, effective_at, external_id_key, parse_date};
+use super::{EffectiveRange, date_of, effective_at, external_id_key, parse_date};
 use crate::base::ledger::{BalanceCondition, BalanceKind, Comparison};
 use crate::error::{Error, Result};
 use crate::store::ledger::{AccountGuard, LedgerLine};
@@ -962,51 +962,6 @@ async fn replace_entry_copy(ctx: &Ctx<'_>, batch: &mut WriteBatch, entry: &Ledge
     Ok(())
 }
 
-/// The effective-time window of a list (`effective_at[gte]=...`, `effective_date[lt]=...`, and
-/// a bare `effective_at=`/`effective_date=` for equality): each bound given narrows it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct EffectiveRange {
-    /// At or after, at or before (both inclusive).
-    pub from: Option<Timestamp>,
-    pub to: Option<Timestamp>,
-}
-
-impl EffectiveRange {
-    fn narrow(&mut self, from: Option<Timestamp>, to: Option<Timestamp>) {
-        self.from = self.from.max(from);
-        self.to = match (self.to, to) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-    }
-}
-
-/// The effective-time window a list's parameters ask for (see [`EffectiveRange`]).
-pub fn effective_range<'a>(get: impl Fn(&str) -> Option<&'a str>) -> Result<EffectiveRange> {
-    let mut range = EffectiveRange::default();
-    for field in ["effective_at", "effective_date"] {
-        for op in ["", "[eq]", "[gt]", "[gte]", "[lt]", "[lte]"] {
-            let name = format!("{field}{op}");
-            let Some(text) = get(&name) else { continue };
-            let (first, last) = if field == "effective_date" {
-                let start = parse_date(&name, text)?;
-                (start, start.plus_secs(86_400).plus_micros(-1))
-            } else {
-                let at = effective_at(&name, text)?;
-                (at, at)
-            };
-            match op {
-                "" | "[eq]" => range.narrow(Some(first), Some(last)),
-                "[gt]" => range.narrow(Some(last.plus_micros(1)), None),
-                "[gte]" => range.narrow(Some(first), None),
-                "[lt]" => range.narrow(None, Some(first.plus_micros(-1))),
-                _ => range.narrow(None, Some(last)),
-            }
-        }
-    }
-    Ok(range)
-}
-
 /// Prefixes the parameter of a 422 or 409 with `prefix` (`ledger_transaction.`), for errors of a
 /// transaction written inside another resource's request.
 pub fn prefixed(err: Error, prefix: &str) -> Error {
@@ -1158,24 +1113,6 @@ pub async fn update_entry(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn g1_each_effective_bound_narrows_the_window_and_dates_cover_their_whole_day() {
-        let at = |text: &str| effective_at("t", text).unwrap();
-        let params = [
-            ("effective_at[gte]", "2026-03-01T00:00:00Z"),
-            ("effective_at[gt]", "2026-03-05T00:00:00Z"),
-            ("effective_date[lte]", "2026-03-20"),
-            ("effective_at[lt]", "2026-03-25T00:00:00Z"),
-        ];
-        let range = effective_range(|name| params.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)).unwrap();
-        assert_eq!(range.from, Some(at("2026-03-05T00:00:00Z").plus_micros(1)), "the later lower bound, exclusive");
-        assert_eq!(range.to, Some(at("2026-03-21T00:00:00Z").plus_micros(-1)), "the earlier upper bound: the date's last instant");
-        let day = effective_range(|name| (name == "effective_date").then_some("2026-03-20")).unwrap();
-        assert_eq!((day.from, day.to), (Some(at("2026-03-20T00:00:00Z")), Some(at("2026-03-21T00:00:00Z").plus_micros(-1))));
-        assert_eq!(effective_range(|_| None).unwrap(), EffectiveRange::default());
-        assert!(effective_range(|name| (name == "effective_at[gt]").then_some("soon")).is_err());
-    }
 
     fn property_names(schema: utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>) -> BTreeSet<String> {
         let value = serde_json::to_value(schema).unwrap();
