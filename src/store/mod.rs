@@ -310,52 +310,6 @@ pub struct PostingFilter {
     pub effective_to: Option<i64>,
 }
 
-impl PostingFilter {
-    /// The condition on `p` (the posting of `o`, the listed entry, or of one of `o`'s entries
-    /// when `of_parent`) and the values it binds in order, for either store's SQL; `slot(i)`
-    /// writes the placeholder of the `i`-th value.
-    /// The status codes are this release's constants, written into the SQL as numbers.
-    pub fn condition(&self, of_parent: bool, mut slot: impl FnMut(usize) -> String) -> (String, Vec<PostingValue>) {
-        let mut sql = String::from(if of_parent {
-            " AND EXISTS (SELECT 1 FROM objects e JOIN ledger_postings p ON p.entry_id = e.id WHERE e.parent_id = o.id"
-        } else {
-            " AND EXISTS (SELECT 1 FROM ledger_postings p WHERE p.entry_id = o.id"
-        });
-        let mut values = Vec::new();
-        let mut bind = |sql: &mut String, clause: &str, value: PostingValue| {
-            values.push(value);
-            sql.push_str(clause);
-            sql.push_str(&slot(values.len()));
-        };
-        if let Some(account) = &self.account_id {
-            bind(&mut sql, " AND p.account_id = ", PostingValue::Text(account.clone()));
-        }
-        if let Some(debit) = self.debit {
-            bind(&mut sql, " AND p.debit = ", PostingValue::Bool(debit));
-        }
-        if let Some(from) = self.effective_from {
-            bind(&mut sql, " AND p.effective_at >= ", PostingValue::Int(from));
-        }
-        if let Some(to) = self.effective_to {
-            bind(&mut sql, " AND p.effective_at <= ", PostingValue::Int(to));
-        }
-        if let Some(statuses) = &self.statuses {
-            let codes: Vec<String> = statuses.iter().map(i16::to_string).collect();
-            sql.push_str(&format!(" AND p.status IN ({})", if codes.is_empty() { "NULL".into() } else { codes.join(", ") }));
-        }
-        sql.push(')');
-        (sql, values)
-    }
-}
-
-/// A value [`PostingFilter::condition`] binds.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PostingValue {
-    Text(String),
-    Bool(bool),
-    Int(i64),
-}
-
 /// A page request: newest first, strictly older than `after_seq`.
 #[derive(Debug, Clone)]
 pub struct ListQuery {

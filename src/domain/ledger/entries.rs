@@ -49,12 +49,9 @@ pub struct LedgerEntry {
 }
 
 impl LedgerEntry {
-    /// What its lists filter on. Its transaction is its parent, found by the parent index, and
-    /// its ledger is never asked for: neither is a term (storage layout level 2: two rows fewer
-    /// an entry; with the version's, five a posting).
-    /// Its search terms: its metadata and its account (the newest-first walk of an account's
-    /// entries). Its direction, status and effective time are read from its posting row, and
-    /// its transaction is its parent (storage layout levels 2 and 3).
+    /// What its lists filter on: its metadata and its account. Its transaction is its parent,
+    /// found by the parent index, and its ledger is never asked for (storage layout level 2);
+    /// its direction, status and effective time are read from its posting row (level 3).
     pub fn terms(&self) -> Vec<Term> {
         let mut terms: Vec<Term> = listing::metadata_terms(&self.metadata).collect();
         terms.push(Term::new("ledger_account_id", &self.ledger_account_id));

@@ -40,7 +40,8 @@ use tokio_postgres::types::ToSql;
 
 use super::key_cache::KeyEntries;
 use super::reply_cache::{self, ReplyCache};
-use super::{Claim, ClaimToken, Filter, FoundKey, ListQuery, Page, PostingValue, Store, StoredObject, StoredReply, WriteBatch, abandoned};
+use super::sql::{PostingValue, posting_condition};
+use super::{Claim, ClaimToken, Filter, FoundKey, ListQuery, Page, Store, StoredObject, StoredReply, WriteBatch, abandoned};
 use crate::base::api_key::{ApiKey, KeyHash, KeyHasher, Scope};
 use crate::base::secret_box::{self, SecretBox};
 use crate::base::time::Timestamp;
@@ -347,7 +348,7 @@ fn list_sql(query: &ListQuery) -> (String, Vec<Box<dyn ToSql + Sync + Send>>) {
             }
             Filter::Posting { filter, of_parent } => {
                 let base = args.len();
-                let (condition, values) = filter.condition(*of_parent, |i| format!("${}", base + i));
+                let (condition, values) = posting_condition(filter, *of_parent, |i| format!("${}", base + i));
                 sql.push_str(&condition);
                 args.extend(values.into_iter().map(|value| -> Box<dyn ToSql + Sync + Send> {
                     match value {

@@ -26,8 +26,7 @@ use tokio::sync::oneshot;
 use super::key_cache::{EpochFile, KeyEntries};
 use super::reply_cache::{self, ReplyCache};
 use super::{
-    Claim, ClaimToken, Filter, FoundKey, ListQuery, Page, PostingValue, Store, StoredObject, StoredReply, WriteBatch, backend_error,
-    claim_lost,
+    Claim, ClaimToken, Filter, FoundKey, ListQuery, Page, Store, StoredObject, StoredReply, WriteBatch, backend_error, claim_lost,
 };
 use crate::base::api_key::{ApiKey, KeyHash, KeyHasher, Scope};
 use crate::base::ledger::{Totals, Window};
@@ -36,7 +35,7 @@ use crate::base::secret_box::{self, SecretBox};
 use crate::base::time::Timestamp;
 use crate::error::{Error, Result};
 use crate::store::ledger::AccountState;
-use crate::store::sql::escape_like;
+use crate::store::sql::{PostingValue, escape_like, posting_condition};
 
 /// Read connections kept open.
 const READERS: usize = 8;
@@ -336,7 +335,7 @@ fn list_sql(query: &ListQuery) -> (String, Vec<Value>) {
                 args.push(Value::Text(settlement_id.clone()));
             }
             Filter::Posting { filter, of_parent } => {
-                let (condition, values) = filter.condition(*of_parent, |_| "?".into());
+                let (condition, values) = posting_condition(filter, *of_parent, |_| "?".into());
                 sql.push_str(&condition);
                 args.extend(values.into_iter().map(|value| match value {
                     PostingValue::Text(t) => Value::Text(t),
