@@ -8,6 +8,7 @@ use axum::response::Response;
 use super::{CreatedAtParams, DateRange, DateTimeRange, IdsParams, MetadataParams, OrderByParams, PageParams};
 use super::{created_json, newest_first_only, ok_json, param, time_filter, unsupported_filters};
 use crate::app::{AppState, WriteContext};
+use crate::domain::ledger::effective_range;
 use crate::domain::ledger::transactions::{
     self, LedgerTransaction, ReversalInput, TransactionFilter, TransactionInput, TransactionPatch, VersionDoc,
 };
@@ -129,7 +130,7 @@ pub async fn list(State(state): State<AppState>, principal: Principal, paging: P
         reverses_ledger_transaction_id: param(&query, "reverses_ledger_transaction_id"),
         ledgerable_id: param(&query, "ledgerable_id"),
         ledgerable_type: param(&query, "ledgerable_type"),
-        effective: crate::domain::ledger::effective_range(|name| query.get(name))?,
+        effective: effective_range(|name| query.get(name))?,
         metadata: query.metadata(),
         ledger_account_settlement_id: param(&query, "ledger_account_settlement_id"),
         ledger_account_category_id: param(&query, "ledger_account_category_id"),

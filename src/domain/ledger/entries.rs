@@ -132,17 +132,17 @@ pub(super) fn posting_filter(ask: PostingAsk<'_>) -> Result<Option<Filter>> {
         [] => None,
         given => Some(given.iter().map(|s| LedgerStatus::parse("status", s).map(status_code)).collect::<Result<Vec<_>>>()?),
     };
+    if debit.is_none() && statuses.is_none() && *effective == EffectiveRange::default() {
+        return Ok(None);
+    }
     let filter = PostingFilter {
-        account_id: None,
+        account_id: account.map(str::to_owned),
         debit,
         statuses,
         effective_from: effective.from.map(Timestamp::as_micros),
         effective_to: effective.to.map(Timestamp::as_micros),
     };
-    if filter == PostingFilter::default() {
-        return Ok(None);
-    }
-    Ok(Some(Filter::Posting { filter: PostingFilter { account_id: account.map(str::to_owned), ..filter }, of_parent }))
+    Ok(Some(Filter::Posting { filter, of_parent }))
 }
 
 /// Where an entry of this status is kept in `ledger_postings`.

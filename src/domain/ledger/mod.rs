@@ -235,7 +235,7 @@ pub fn date_of(at: Timestamp) -> String {
 }
 
 /// Effective times Payrail keeps: years 1 to 9999, so their text sorts as the instants do
-/// (lists filter on it).
+/// (served, and in the terms of rows written before storage layout level 3).
 pub fn effective_at(param: &str, text: &str) -> Result<Timestamp> {
     // A date-time without an offset is read as UTC, as the list filters and `balances[...]` read
     // it (`datetime.utcnow()` in Python sends one).
