@@ -6,7 +6,8 @@ pub const COUNTERPARTY: &str = "counterparty";
 pub const EXTERNAL_ACCOUNT: &str = "external_account";
 pub const INTERNAL_ACCOUNT: &str = "internal_account";
 pub const PAYMENT_ORDER: &str = "payment_order";
-pub const EVENT: &str = "event";
+/// The store's outbox kind: events are what it keeps in commit order for webhooks.
+pub const EVENT: &str = crate::store::OUTBOX_KIND;
 pub const WEBHOOK_ENDPOINT: &str = "webhook_endpoint";
 /// The private half of a webhook endpoint: its secret and outbox cursor. Never served by any route.
 pub const WEBHOOK_ENDPOINT_STATE: &str = "webhook_endpoint_state";

@@ -275,7 +275,7 @@ pub async fn create(ctx: &Ctx<'_>, commit: &dyn Commit, input: &EndpointInput, r
     let secret = WebhookSecret::generate();
     let sealed = ctx.secrets.seal_text(secret.expose(), &secret_purpose(&endpoint.id));
     // Only events after this one reach the endpoint (the cursor starts at the newest event).
-    let cursor_seq = ctx.store.newest_seq(event::KIND, ctx.scope).await?;
+    let cursor_seq = ctx.store.outbox_newest(ctx.scope).await?;
     let state = EndpointState {
         endpoint_id: endpoint.id.clone(),
         url: endpoint.url.clone(),

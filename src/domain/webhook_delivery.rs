@@ -22,7 +22,7 @@ use super::common::new_id;
 use super::listing::{self, ListedPage, PageSpec};
 use super::time::Timestamp;
 use super::webhook::{self, LoadedEndpoint};
-use super::{Commit, Ctx, event};
+use super::{Commit, Ctx};
 use crate::error::{Error, Result};
 use crate::store::{Filter, ObjectRecord, Store, StoredObject, Term, Write, WriteBatch};
 
@@ -184,7 +184,7 @@ pub async fn enqueue(
     policy: &RetryPolicy,
     batch_max: usize,
 ) -> Result<usize> {
-    let events = store.objects_after(event::KIND, &endpoint.scope, endpoint.state.cursor_seq, batch_max).await?;
+    let events = store.outbox_after(&endpoint.scope, endpoint.state.cursor_seq, batch_max).await?;
     let Some(&(last_seq, _)) = events.last() else { return Ok(0) };
     let mut batch = WriteBatch::new();
     batch.push(Write::Replace { record: endpoint.advanced(last_seq)?, expected_version: endpoint.version });

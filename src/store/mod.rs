@@ -6,6 +6,14 @@
 //! [`WriteBatch`]: inserts, replacements guarded by a version, deletions, preconditions, and the
 //! idempotent reply, applied atomically and durably, or not at all (SPEC I3, I8, E4, S3).
 
+/// The kind of the outbox's documents, as a literal: the PostgreSQL store writes it into its
+/// outbox statement so that the plan can use the index that covers that kind alone.
+macro_rules! outbox_kind {
+    () => {
+        "event"
+    };
+}
+
 pub mod key_cache;
 pub mod layout;
 pub mod ledger;
@@ -24,6 +32,10 @@ use crate::base::api_key::{ApiKey, KeyHash, KeyHasher, Scope};
 use crate::base::ledger::{Totals, Window};
 use crate::base::time::Timestamp;
 use crate::error::{Error, Result};
+
+/// The one kind kept in commit order for the outbox read ([`Store::outbox_after`]): events,
+/// which webhooks deliver (SPEC E4, W2).
+pub const OUTBOX_KIND: &str = outbox_kind!();
 
 /// A key found by its hash, and that hash (to compare in constant time).
 pub type FoundKey = (Arc<ApiKey>, KeyHash);
@@ -433,7 +445,7 @@ pub trait Store: Send + Sync + 'static {
     /// Deletes up to `batch_max` replies that expired before `now`; returns how many (I10).
     async fn purge_replies(&self, now: Timestamp, batch_max: usize) -> Result<usize>;
 
-    /// The outbox read (SPEC E4, W2): objects of `kind` in `scope` past position `after`,
+    /// The outbox read (SPEC E4, W2): objects of [`OUTBOX_KIND`] in `scope` past position `after`,
     /// oldest first, at most `limit`, each with its position. Positions are opaque, store-defined
     /// and increasing; the caller only keeps the last one as its cursor.
     ///
@@ -442,11 +454,11 @@ pub trait Store: Send + Sync + 'static {
     /// it. SQLite has one writer, so its `seq` is commit order. PostgreSQL allocates sequence
     /// values before commit, so there the position is (transaction id, rank in transaction) and
     /// only transactions older than every transaction still running are returned.
-    async fn objects_after(&self, kind: &'static str, scope: &Scope, after: i64, limit: usize) -> Result<Vec<(i64, StoredObject)>>;
+    async fn outbox_after(&self, scope: &Scope, after: i64, limit: usize) -> Result<Vec<(i64, StoredObject)>>;
 
-    /// A position at or after every object of `kind` in `scope` committed so far: where a new
+    /// A position at or after every outbox object in `scope` committed so far: where a new
     /// outbox cursor starts, so that it is sent only what commits later.
-    async fn newest_seq(&self, kind: &'static str, scope: &Scope) -> Result<i64>;
+    async fn outbox_newest(&self, scope: &Scope) -> Result<i64>;
 
     /// The raw value of a `settings` row (the store keeps bytes; what they mean is not its
     /// business: the key pepper is sealed by the caller).

@@ -57,6 +57,16 @@ const BULK_IN_FLIGHT: usize = 2;
 /// Outbox positions are `(transaction id << RANK_BITS) | rank of the row in its transaction`.
 const RANK_BITS: u32 = 16;
 const RANK_MASK: i64 = (1 << RANK_BITS) - 1;
+/// The outbox read. The kind is a literal, not a parameter: `objects_outbox` covers that kind
+/// alone (migration 0018), and only a plan that sees the literal can prove it may use it.
+const OUTBOX_AFTER: &str = concat!(
+    "SELECT o.id, o.parent_id, o.version, o.doc, o.xid::text::bigint FROM objects o
+     WHERE o.org_id = $1 AND o.live_mode = $2 AND o.kind = '",
+    outbox_kind!(),
+    "' AND o.xid >= $3::bigint::text::xid8
+       AND o.xid < pg_snapshot_xmin(pg_current_snapshot())
+     ORDER BY o.xid, o.seq LIMIT $4"
+);
 
 pub struct PostgresStore {
     db: Db,
@@ -537,20 +547,11 @@ impl Store for PostgresStore {
         Ok(rows.iter().map(|row| (Scope { organization_id: row.get(4), live_mode: row.get(5) }, stored_object(row))).collect())
     }
 
-    async fn objects_after(&self, kind: &'static str, scope: &Scope, after: i64, limit: usize) -> Result<Vec<(i64, StoredObject)>> {
+    async fn outbox_after(&self, scope: &Scope, after: i64, limit: usize) -> Result<Vec<(i64, StoredObject)>> {
         let (after_xid, after_rank) = (after.max(0) >> RANK_BITS, after.max(0) & RANK_MASK);
         // Rows of the cursor's own transaction are read from its start, so ranks come out right.
         let fetch = i64::try_from(limit).unwrap_or(i64::MAX / 2).saturating_add(after_rank);
-        let rows = self
-            .query(
-                "SELECT o.id, o.parent_id, o.version, o.doc, o.xid::text::bigint FROM objects o
-                 WHERE o.org_id = $1 AND o.live_mode = $2 AND o.kind = $3
-                   AND o.xid >= $4::bigint::text::xid8
-                   AND o.xid < pg_snapshot_xmin(pg_current_snapshot())
-                 ORDER BY o.xid, o.seq LIMIT $5",
-                &[&scope.organization_id, &scope.live_mode, &kind, &after_xid, &fetch],
-            )
-            .await?;
+        let rows = self.query(OUTBOX_AFTER, &[&scope.organization_id, &scope.live_mode, &after_xid, &fetch]).await?;
         let mut out = Vec::with_capacity(limit);
         let (mut current_xid, mut rank) = (-1i64, 0i64);
         for row in &rows {
@@ -568,7 +569,7 @@ impl Store for PostgresStore {
         Ok(out)
     }
 
-    async fn newest_seq(&self, _kind: &'static str, _scope: &Scope) -> Result<i64> {
+    async fn outbox_newest(&self, _scope: &Scope) -> Result<i64> {
         // Every transaction below the horizon has finished; anything at or above it is later.
         let rows = self.query("SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint", &[]).await?;
         let horizon: i64 = rows.first().map_or(0, |row| row.get(0));

@@ -26,7 +26,8 @@ use tokio::sync::oneshot;
 use super::key_cache::{EpochFile, KeyEntries};
 use super::reply_cache::{self, ReplyCache};
 use super::{
-    Claim, ClaimToken, Filter, FoundKey, ListQuery, Page, Store, StoredObject, StoredReply, WriteBatch, backend_error, claim_lost,
+    Claim, ClaimToken, Filter, FoundKey, ListQuery, OUTBOX_KIND, Page, Store, StoredObject, StoredReply, WriteBatch, backend_error,
+    claim_lost,
 };
 use crate::base::api_key::{ApiKey, KeyHash, KeyHasher, Scope};
 use crate::base::ledger::{Totals, Window};
@@ -589,24 +590,24 @@ impl Store for SqliteStore {
         })
     }
 
-    async fn objects_after(&self, kind: &'static str, scope: &Scope, after_seq: i64, limit: usize) -> Result<Vec<(i64, StoredObject)>> {
+    async fn outbox_after(&self, scope: &Scope, after_seq: i64, limit: usize) -> Result<Vec<(i64, StoredObject)>> {
         // One writer: `seq` order is commit order, so this is always a gap-free prefix.
         self.read(|conn| {
             let mut st = conn.prepare_cached(
                 "SELECT id, parent_id, version, doc, seq FROM objects
                  WHERE org_id = ?1 AND live_mode = ?2 AND kind = ?3 AND seq > ?4 ORDER BY seq LIMIT ?5",
             )?;
-            let rows = st.query_map(params![scope.organization_id, scope.live_mode, kind, after_seq, limit as i64], |row| {
+            let rows = st.query_map(params![scope.organization_id, scope.live_mode, OUTBOX_KIND, after_seq, limit as i64], |row| {
                 Ok((row.get::<_, i64>(4)?, stored_object(row)?))
             })?;
             rows.collect()
         })
     }
 
-    async fn newest_seq(&self, kind: &'static str, scope: &Scope) -> Result<i64> {
+    async fn outbox_newest(&self, scope: &Scope) -> Result<i64> {
         self.read(|conn| {
             conn.prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM objects WHERE org_id = ?1 AND live_mode = ?2 AND kind = ?3")?
-                .query_row(params![scope.organization_id, scope.live_mode, kind], |row| row.get(0))
+                .query_row(params![scope.organization_id, scope.live_mode, OUTBOX_KIND], |row| row.get(0))
         })
     }
 
