@@ -398,6 +398,57 @@ on_both_stores! {
         assert_eq!(by_date.as_array().unwrap().len(), 2);
     }
 
+    /// Storage layout level 4 sums the entries of the instant's own second from their rows and
+    /// every bucket of the coarsest width (about 203 days) before it: as-of balances stay exact
+    /// between entries microseconds apart, across a bucket's edge, and across decades.
+    #[tokio::test]
+    async fn g5_as_of_balances_are_exact_between_entries_of_one_second_and_decades_apart() {
+        let server = TestServer::start().await;
+        let key = server.key().await;
+        let ledger = ledger(&server, &key).await;
+        let (a, b) = (account(&server, &key, &ledger, "credit").await, account(&server, &key, &ledger, "debit").await);
+        // 2025-11-24T16:00:00Z is 1_764_000_000_000_000 us; the finest buckets (2^20 us) have an
+        // edge at 1_764_000_000_901_120 us, inside that second. 1999 and 2043 lie in different
+        // buckets of the 2^50 us width level 4 no longer keeps.
+        let second = "2025-11-24T16:00:00";
+        let instants =
+            [format!("{second}.000001Z"), format!("{second}.901119Z"), format!("{second}.901120Z"), format!("{second}.999999Z")];
+        let dated = ["1999-06-01T00:00:00Z".to_owned(), "2043-06-01T00:00:00Z".to_owned()];
+        let mut written: Vec<(String, i64)> = Vec::new();
+        for (at, amount) in instants.iter().chain(&dated).zip([1, 10, 100, 1_000, 10_000, 100_000]) {
+            let body = json!({"status": "posted", "effective_at": at, "ledger_entries": [entry(&a, "credit", amount), entry(&b, "debit", amount)]});
+            let (status, reply) = json(server.post("/api/ledger_transactions", &key, &body).send().await.unwrap()).await;
+            assert_eq!(status, 201, "{reply}");
+            written.push((reply["effective_at"].as_str().unwrap().to_owned(), amount));
+        }
+        let probes = [
+            "1999-05-31T23:59:59.999999Z",
+            "1999-06-01T00:00:00Z",
+            "2025-11-24T15:59:59.999999Z",
+            "2025-11-24T16:00:00.000001Z",
+            "2025-11-24T16:00:00.5Z",
+            "2025-11-24T16:00:00.901119Z",
+            "2025-11-24T16:00:00.90112Z",
+            "2025-11-24T16:00:00.999999Z",
+            "2025-11-24T16:00:01Z",
+            "2043-05-31T23:59:59Z",
+            "2043-06-01T00:00:00Z",
+        ];
+        for probe in probes {
+            let cut = payrail::domain::time::Timestamp::parse_rfc3339(probe).unwrap();
+            let expected: i64 = written
+                .iter()
+                .filter(|(at, _)| payrail::domain::time::Timestamp::parse_rfc3339(at).unwrap() <= cut)
+                .map(|(_, amount)| amount)
+                .sum();
+            let query = format!("?balances%5Beffective_at%5D={probe}");
+            assert_eq!(amounts(&server, &key, &a, &query).await.1, expected, "as of {probe}");
+            assert_eq!(amounts(&server, &key, &b, &query).await.1, expected, "the debit side as of {probe}");
+        }
+        let window = "?balances%5Beffective_at_lower_bound%5D=2025-11-24T16:00:00.901120Z&balances%5Beffective_at_upper_bound%5D=2043-06-01T00:00:00Z";
+        assert_eq!(get(&server, &key, &format!("/api/ledger_accounts/{a}{window}")).await["balances"]["posted_balance"]["amount"], 1_100);
+    }
+
     #[tokio::test]
     async fn g2_reversal_turns_every_entry_around_once() {
         let server = TestServer::start().await;

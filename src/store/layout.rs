@@ -26,6 +26,10 @@
 //!    eight rows fewer). An entry keeps its account (the newest-first walk of an account's
 //!    entries) and its metadata as terms. Older releases filter by the dropped terms, so they
 //!    would miss what this one writes; the terms of rows written before stay, unread.
+//! 4. Migrations 0019 and 0010: an entry moves its account's time buckets of levels 1 to 5 only,
+//!    no longer those of levels 0 and 6 (`store::ledger::BUCKET_LEVELS`; a posting writes four
+//!    rows fewer). Older releases read those two levels for balances as of an instant, and this
+//!    one no longer keeps them up to date; their rows written before stay, unread.
 
 use std::time::Duration;
 
@@ -34,7 +38,7 @@ use crate::base::time::Timestamp;
 use crate::error::Result;
 
 /// The newest layout this release reads and writes.
-pub const LEVEL: u32 = 3;
+pub const LEVEL: u32 = 4;
 /// The `settings` row holding the database's level (ASCII digits).
 pub const SETTING: &str = "layout_level";
 /// The `settings` row saying when the level was last raised on a database that already held
@@ -114,13 +118,14 @@ mod tests {
         assert_eq!(judge(Some(b"1")), Layout::Known);
         assert_eq!(judge(Some(b"2")), Layout::Known);
         assert_eq!(judge(Some(b"3")), Layout::Known);
+        assert_eq!(judge(Some(b"4")), Layout::Known);
         assert_eq!(judge(Some(b"0")), Layout::Known);
     }
 
     #[test]
     fn s3_a_higher_or_unreadable_level_is_too_new_and_says_so() {
-        let Layout::TooNew(message) = judge(Some(b"4")) else { panic!("level 4 must be too new") };
-        assert!(message.contains("level 4") && message.contains("upgrade this instance"), "{message}");
+        let Layout::TooNew(message) = judge(Some(b"5")) else { panic!("level 5 must be too new") };
+        assert!(message.contains("level 5") && message.contains("upgrade this instance"), "{message}");
         let Layout::TooNew(message) = judge(Some(b"two")) else { panic!("an unreadable level must be too new") };
         assert!(message.contains("\"two\""), "{message}");
     }

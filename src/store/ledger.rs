@@ -149,10 +149,21 @@ fn stale_lock_version(parameter: &str, expected: i64, current: i64) -> Error {
     }
 }
 
-/// Bucket widths, finest first, as powers of two of microseconds (2^14 us is about 16 ms,
-/// 2^50 us about 36 years). Each level holds an account's sums per bucket of its width; every
-/// width is 64 times the one below. See [`prefix_pieces`].
-pub const BUCKET_SHIFTS: [u32; 7] = [14, 20, 26, 32, 38, 44, 50];
+/// The time buckets' levels, finest first: each the number its rows carry in `level` and its
+/// width, a power of two of microseconds, from 2^20 us (about a second) to 2^44 us (about 203
+/// days), each 64 times the one below. Each level holds an account's sums per bucket of its
+/// width. See [`prefix_pieces`].
+///
+/// Storage layout level 4 (`store::layout`) stopped writing two more levels, which cost a
+/// posting four rows and bought little:
+/// - 0 (2^14 us): a read now sums the entries of the instant's own second from their rows (an
+///   index range of the account's postings: as many as it took in that second);
+/// - 6 (2^50 us, 36 years): every instant since 2005 falls in one bucket of it, so the top level
+///   now sums every bucket of level 5 before the instant's, about two for each year of the
+///   account's entries.
+///
+/// Their rows written before stay, unread.
+pub const BUCKET_LEVELS: [(i16, u32); 5] = [(1, 20), (2, 26), (3, 32), (4, 38), (5, 44)];
 
 /// How an entry's change moves its account's sums.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,8 +197,8 @@ pub type BucketKey = (String, i16, i64);
 pub fn bucket_deltas<'a>(lines: impl Iterator<Item = &'a LedgerLine>, change: Change) -> Result<BTreeMap<BucketKey, Totals>> {
     let mut out: BTreeMap<BucketKey, Totals> = BTreeMap::new();
     for line in lines {
-        for (level, shift) in BUCKET_SHIFTS.iter().enumerate() {
-            let key = (line.account_id.clone(), level as i16, line.effective_at.as_micros() >> shift);
+        for (level, shift) in BUCKET_LEVELS {
+            let key = (line.account_id.clone(), level, line.effective_at.as_micros() >> shift);
             apply_change(out.entry(key).or_default(), line, change)?;
         }
     }
@@ -203,21 +214,23 @@ pub enum Piece {
     Entries { from: i64, to: i64, upto_version: Option<i64> },
 }
 
-/// The pieces whose sums add up to the sums of every entry effective at or before `at`: whole
-/// buckets from the coarsest level down (fewer than 64 per level), then the few entries of the
-/// finest bucket `at` falls in.
+/// The pieces whose sums add up to the sums of every entry effective at or before `at`: every
+/// bucket of the coarsest level before `at`'s, then whole buckets of each finer level (fewer
+/// than 64 each), then the entries of the finest bucket `at` falls in.
 pub fn prefix_pieces(at: i64) -> Vec<Piece> {
-    let top = BUCKET_SHIFTS.len() - 1;
-    let mut pieces = Vec::with_capacity(BUCKET_SHIFTS.len() + 1);
-    let mut parent = at >> BUCKET_SHIFTS[top];
-    pieces.push(Piece::Buckets { level: top as i16, from: i64::MIN, to: parent });
-    for level in (0..top).rev() {
-        let fan_out = BUCKET_SHIFTS[level + 1] - BUCKET_SHIFTS[level];
-        let here = at >> BUCKET_SHIFTS[level];
-        pieces.push(Piece::Buckets { level: level as i16, from: parent << fan_out, to: here });
+    let top = BUCKET_LEVELS.len() - 1;
+    let mut pieces = Vec::with_capacity(BUCKET_LEVELS.len() + 1);
+    let (top_level, top_shift) = BUCKET_LEVELS[top];
+    let mut parent = at >> top_shift;
+    pieces.push(Piece::Buckets { level: top_level, from: i64::MIN, to: parent });
+    for index in (0..top).rev() {
+        let (level, shift) = BUCKET_LEVELS[index];
+        let fan_out = BUCKET_LEVELS[index + 1].1 - shift;
+        let here = at >> shift;
+        pieces.push(Piece::Buckets { level, from: parent << fan_out, to: here });
         parent = here;
     }
-    pieces.push(Piece::Entries { from: parent << BUCKET_SHIFTS[0], to: at, upto_version: None });
+    pieces.push(Piece::Entries { from: parent << BUCKET_LEVELS[0].1, to: at, upto_version: None });
     pieces
 }
 
@@ -310,12 +323,13 @@ mod tests {
     /// brute-force walk over instants spread across scales (finest bucket to decades).
     #[test]
     fn g5_prefix_pieces_cover_each_instant_once() {
+        let shift_of = |level: i16| BUCKET_LEVELS.iter().find(|(l, _)| *l == level).expect("a level the store writes").1;
         let covers = |pieces: &[Piece], t: i64| -> usize {
             pieces
                 .iter()
                 .filter(|p| match **p {
                     Piece::Buckets { level, from, to } => {
-                        let b = t >> BUCKET_SHIFTS[level as usize];
+                        let b = t >> shift_of(level);
                         b >= from && b < to
                     }
                     Piece::Entries { from, to, .. } => t >= from && t <= to,
@@ -332,13 +346,32 @@ mod tests {
                 }
             }
             for p in &pieces {
-                if let Piece::Buckets { level, from, to } = p
-                    && *level < BUCKET_SHIFTS.len() as i16 - 1
-                {
-                    assert!(to - from < 64, "fewer than 64 buckets per level");
+                match *p {
+                    Piece::Buckets { level, from, to } if level != BUCKET_LEVELS[BUCKET_LEVELS.len() - 1].0 => {
+                        assert!(to - from < 64, "fewer than 64 buckets per level")
+                    }
+                    Piece::Entries { from, to, .. } => assert!(to - from < 1 << BUCKET_LEVELS[0].1, "entries of one finest bucket"),
+                    _ => {}
                 }
             }
         }
+    }
+
+    /// Layout level 4 writes levels 1 to 5 only (the rows of 0 and 6 written before are never
+    /// read), each of an entry's buckets holding its instant, each level 64 times the one below.
+    #[test]
+    fn g5_an_entry_moves_one_bucket_of_each_level_the_layout_writes() {
+        let mut entry = line("a", true, 9);
+        entry.effective_at = Timestamp::from_micros(1_764_000_000_123_456);
+        let deltas = bucket_deltas(std::iter::once(&entry), Change::Write).unwrap();
+        let levels: Vec<i16> = deltas.keys().map(|k| k.1).collect();
+        assert_eq!(levels, [1, 2, 3, 4, 5]);
+        for ((_, level, bucket), totals) in &deltas {
+            let shift = BUCKET_LEVELS.iter().find(|(l, _)| l == level).unwrap().1;
+            assert_eq!(*bucket, 1_764_000_000_123_456 >> shift);
+            assert_eq!(totals.posted_debits, 9);
+        }
+        assert!(BUCKET_LEVELS.windows(2).all(|w| w[1].1 - w[0].1 == 6 && w[1].0 == w[0].0 + 1));
     }
 
     #[test]
