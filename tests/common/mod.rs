@@ -266,14 +266,18 @@ macro_rules! on_postgres_only {
 
 /// On PostgreSQL, instances in different data directories often share one test database, and
 /// every instance on a database needs the same master key (SPEC S4): unless the test chose a key
-/// file, use one per database, kept outside any data directory.
+/// file, use one per database, kept outside any data directory: in `PAYRAIL_TEST_KEY_DIR`
+/// (`scripts/test` makes one and removes it on exit), else in one under the temp directory per
+/// test process.
 fn shared_master_key(config: &mut Config) {
     let Some(url) = config.database_url.as_deref().filter(|u| u.starts_with("postgres")) else { return };
     if config.master_key_file.is_some() {
         return;
     }
     let name = url.rsplit('/').next().unwrap_or("db").split('?').next().unwrap_or("db").to_owned();
-    let dir = std::env::temp_dir().join(format!("payrail-test-keys-{}", std::process::id()));
+    let dir = std::env::var_os("PAYRAIL_TEST_KEY_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::env::temp_dir().join(format!("payrail-test-keys-{}", std::process::id())));
     payrail::base::private_fs::ensure_private_dir(&dir).expect("a private key directory");
     let path = dir.join(format!("{name}.key"));
     if !path.exists() {
