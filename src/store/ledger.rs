@@ -319,11 +319,15 @@ mod tests {
         assert!(post(&mut state, &[line("a", true, 5), line("a", false, 5)], &[guard]).is_ok());
     }
 
+    /// The width (as a shift) of a level the store writes.
+    fn shift_of(level: i16) -> u32 {
+        BUCKET_LEVELS.iter().find(|(l, _)| *l == level).expect("a level the store writes").1
+    }
+
     /// The pieces of a prefix cover every instant up to `at` exactly once: checked against a
     /// brute-force walk over instants spread across scales (finest bucket to decades).
     #[test]
     fn g5_prefix_pieces_cover_each_instant_once() {
-        let shift_of = |level: i16| BUCKET_LEVELS.iter().find(|(l, _)| *l == level).expect("a level the store writes").1;
         let covers = |pieces: &[Piece], t: i64| -> usize {
             pieces
                 .iter()
@@ -367,8 +371,7 @@ mod tests {
         let levels: Vec<i16> = deltas.keys().map(|k| k.1).collect();
         assert_eq!(levels, [1, 2, 3, 4, 5]);
         for ((_, level, bucket), totals) in &deltas {
-            let shift = BUCKET_LEVELS.iter().find(|(l, _)| l == level).unwrap().1;
-            assert_eq!(*bucket, 1_764_000_000_123_456 >> shift);
+            assert_eq!(*bucket, 1_764_000_000_123_456 >> shift_of(*level));
             assert_eq!(totals.posted_debits, 9);
         }
         assert!(BUCKET_LEVELS.windows(2).all(|w| w[1].1 - w[0].1 == 6 && w[1].0 == w[0].0 + 1));

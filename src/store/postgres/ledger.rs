@@ -156,7 +156,7 @@ impl Sums {
                 return Ok(Totals::default());
             }
             let row = client.query_one(&self.buckets, &[&account_id, &levels, &from, &to]).await.map_err(db_err)?;
-            Ok(Totals { posted_debits: row.get(0), posted_credits: row.get(1), pending_debits: row.get(2), pending_credits: row.get(3) })
+            Ok(totals_at(&row, 0))
         };
         let (entries, buckets) = try_join(try_join_all(entries), buckets).await?;
         entries.into_iter().try_fold(buckets, |sum, part| sum.plus(part))
@@ -283,6 +283,16 @@ pub async fn store(tx: &impl GenericClient, accounts: &BTreeMap<String, AccountS
 }
 
 pub fn state_row(row: &Row) -> (String, AccountState) {
-    let totals = Totals { posted_debits: row.get(2), posted_credits: row.get(3), pending_debits: row.get(4), pending_credits: row.get(5) };
-    (row.get(0), AccountState { credit_normal: row.get(1), totals, lock_version: row.get(6) })
+    (row.get(0), AccountState { credit_normal: row.get(1), totals: totals_at(row, 2), lock_version: row.get(6) })
+}
+
+/// The four sums in columns `first..first + 4`: posted debits, posted credits, pending debits,
+/// pending credits (the order every statement here selects them in).
+fn totals_at(row: &Row, first: usize) -> Totals {
+    Totals {
+        posted_debits: row.get(first),
+        posted_credits: row.get(first + 1),
+        pending_debits: row.get(first + 2),
+        pending_credits: row.get(first + 3),
+    }
 }

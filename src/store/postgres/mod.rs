@@ -57,8 +57,9 @@ const BULK_IN_FLIGHT: usize = 2;
 /// Outbox positions are `(transaction id << RANK_BITS) | rank of the row in its transaction`.
 const RANK_BITS: u32 = 16;
 const RANK_MASK: i64 = (1 << RANK_BITS) - 1;
-/// The outbox read. The kind is a literal, not a parameter: `objects_outbox` covers that kind
-/// alone (migration 0018), and only a plan that sees the literal can prove it may use it.
+/// The outbox read. The kind is a literal, not a parameter: `objects_outbox_events` covers
+/// that kind alone (migration 0018), and only a plan that sees the literal can prove it may
+/// use it.
 const OUTBOX_AFTER: &str = concat!(
     "SELECT o.id, o.parent_id, o.version, o.doc, o.xid::text::bigint FROM objects o
      WHERE o.org_id = $1 AND o.live_mode = $2 AND o.kind = '",
