@@ -450,6 +450,58 @@ on_both_stores! {
     }
 
     #[tokio::test]
+    async fn g5_concurrent_as_of_reads_each_get_their_own_accounts_sums() {
+        // PostgreSQL answers concurrent balance reads together, one statement for many: each
+        // read must still get its own account's sums at its own instant, pending and posted.
+        let server = TestServer::start().await;
+        let key = server.key().await;
+        let ledger = ledger(&server, &key).await;
+        let sink = account(&server, &key, &ledger, "debit").await;
+        let mut accounts = Vec::new();
+        for _ in 0..6 {
+            accounts.push(account(&server, &key, &ledger, "credit").await);
+        }
+        let at = |hour: u32| format!("2025-03-0{}T{:02}:00:00Z", 1 + hour / 24, hour % 24);
+        // (hour, amount, pending) for account k: amounts scaled by k + 1, so no two sums agree.
+        let written = [(1, 1, false), (5, 10, false), (9, 100, true), (13, 1_000, false), (30, 10_000, false)];
+        for (k, id) in accounts.iter().enumerate() {
+            for &(hour, amount, pending) in &written {
+                let amount = amount * (k as i64 + 1);
+                let body = json!({"status": if pending { "pending" } else { "posted" }, "effective_at": at(hour),
+                    "ledger_entries": [entry(id, "credit", amount), entry(&sink, "debit", amount)]});
+                let (status, reply) = json(server.post("/api/ledger_transactions", &key, &body).send().await.unwrap()).await;
+                assert_eq!(status, 201, "{reply}");
+            }
+        }
+        let expected = |k: usize, hour: u32| {
+            let upto = written.iter().filter(|w| w.0 <= hour).map(|&(_, amount, pending)| (amount * (k as i64 + 1), pending));
+            let (all, posted) = upto.fold((0, 0), |(all, posted), (amount, pending)| (all + amount, posted + if pending { 0 } else { amount }));
+            (all, posted, posted)
+        };
+        let probes = [0, 1, 4, 9, 12, 13, 29, 30, 47];
+        let mut reads = Vec::new();
+        let (server_ref, key_ref) = (&server, &key);
+        for (k, id) in accounts.iter().enumerate() {
+            for hour in probes {
+                let query = format!("?balances%5Beffective_at%5D={}", at(hour));
+                reads.push(async move { (k, hour, amounts(server_ref, key_ref, id, &query).await) });
+            }
+        }
+        for (k, hour, got) in futures_util::future::join_all(reads).await {
+            assert_eq!(got, expected(k, hour), "account {k} as of hour {hour}");
+        }
+        // A page of accounts as of one instant, and the same accounts now, side by side.
+        let list = format!("/api/ledger_accounts?ledger_id={ledger}&per_page=10&balances%5Beffective_at%5D={}", at(12));
+        let (listed, now) = tokio::join!(get(&server, &key, &list), amounts(&server, &key, &accounts[5], ""));
+        assert_eq!(now, expected(5, 100));
+        for item in listed.as_array().unwrap().iter().filter(|a| a["id"] != sink.as_str()) {
+            let k = accounts.iter().position(|id| item["id"] == id.as_str()).unwrap();
+            assert_eq!(item["balances"]["posted_balance"]["amount"], expected(k, 12).1, "account {k} in the list");
+            assert_eq!(item["balances"]["pending_balance"]["amount"], expected(k, 12).0, "account {k} in the list");
+        }
+    }
+
+    #[tokio::test]
     async fn g2_reversal_turns_every_entry_around_once() {
         let server = TestServer::start().await;
         let key = server.key().await;

@@ -3,6 +3,7 @@
 //! (`show_balances`), summed by the store from the entries up to it in effective order (G5).
 //! An entry's metadata is changed with its transaction's copy (`transactions::update_entry`).
 
+use futures_util::future::try_join_all;
 use serde::{Deserialize, Serialize};
 
 use super::super::Ctx;
@@ -89,7 +90,8 @@ pub async fn with_balances(ctx: &Ctx<'_>, entries: &mut [LedgerEntry]) -> Result
     let ids: Vec<String> = entries.iter().map(|e| e.id.clone()).collect();
     let versions = ctx.store.ledger_entry_versions(&ids).await?;
     let states = ctx.store.ledger_accounts(&entries.iter().map(|e| e.ledger_account_id.clone()).collect::<Vec<_>>()).await?;
-    for entry in entries.iter_mut() {
+    let mut asked = Vec::new();
+    for (index, entry) in entries.iter().enumerate() {
         let version = versions.iter().find(|(id, _)| *id == entry.id).map(|(_, v)| *v);
         let credit_normal = states.iter().find(|(id, _)| *id == entry.ledger_account_id).map(|(_, s)| s.credit_normal);
         let (Some(version), Some(credit_normal)) = (version, credit_normal) else { continue };
@@ -97,7 +99,13 @@ pub async fn with_balances(ctx: &Ctx<'_>, entries: &mut [LedgerEntry]) -> Result
             continue;
         }
         let window = Window { through_entry: Some((entry.effective_at.as_micros(), version)), ..Window::default() };
-        let totals = ctx.store.ledger_window(&entry.ledger_account_id, &window).await?;
+        asked.push((index, credit_normal, window));
+    }
+    // Together, so that a store that answers concurrent reads in one statement does so.
+    let sums =
+        try_join_all(asked.iter().map(|(index, _, window)| ctx.store.ledger_window(&entries[*index].ledger_account_id, window))).await?;
+    for ((index, credit_normal, _), totals) in asked.into_iter().zip(sums) {
+        let entry = &mut entries[index];
         entry.resulting_ledger_account_balances = Some(balances(&totals, credit_normal, &entry.currency())?);
     }
     Ok(())

@@ -4,6 +4,7 @@
 //! statement is one consistent picture even while entries are being written; the entries it
 //! covers are listed with `GET /api/ledger_entries?ledger_account_statement_id=...`.
 
+use futures_util::future::try_join;
 use serde::{Deserialize, Serialize};
 
 use super::super::api_key::Scope;
@@ -102,8 +103,9 @@ pub async fn create(ctx: &Ctx<'_>, commit: &dyn Commit, input: &StatementInput) 
     let (_, state) = states.first().ok_or_else(|| Error::internal("a ledger account without sums"))?;
     // Both ends as of the version read: entries written after it are not in this statement.
     let before = |at: Timestamp| Window { to_micros: Some(at.as_micros()), upto_version: Some(state.lock_version), ..Window::default() };
-    let starting = ctx.store.ledger_window(&account_id, &before(lower)).await?;
-    let ending = ctx.store.ledger_window(&account_id, &before(upper)).await?;
+    let (lower_window, upper_window) = (before(lower), before(upper));
+    let (starting, ending) =
+        try_join(ctx.store.ledger_window(&account_id, &lower_window), ctx.store.ledger_window(&account_id, &upper_window)).await?;
     let statement = LedgerAccountStatement {
         id: new_id(),
         object: KIND.into(),

@@ -7,14 +7,13 @@
 use std::collections::BTreeMap;
 
 use deadpool_postgres::GenericClient;
-use futures_util::future::{try_join, try_join_all};
-use tokio_postgres::{Row, Statement};
+use tokio_postgres::Row;
 
 use super::db_err;
-use crate::base::ledger::{Totals, Window};
+use crate::base::ledger::Totals;
 use crate::error::{Error, Result};
 use crate::store::ledger::{
-    self, AccountGuard, AccountState, Change, Claim, Claimed, LedgerLine, Piece, STATUS_ARCHIVED, STATUS_PENDING, STATUS_POSTED,
+    self, AccountGuard, AccountState, Change, Claim, Claimed, LedgerLine, STATUS_ARCHIVED, STATUS_PENDING, STATUS_POSTED,
 };
 
 const LOCK_ACCOUNTS: &str = "SELECT account_id, credit_normal, posted_debits, posted_credits, pending_debits, pending_credits, lock_version
@@ -29,21 +28,6 @@ const SETTLE_POSTINGS: &str = "UPDATE ledger_postings SET status = $2 WHERE entr
 /// The ids are read through a sub-select so that the plan is made once (the store's note on plans).
 pub const ACCOUNTS: &str = "SELECT account_id, credit_normal, posted_debits, posted_credits, pending_debits, pending_credits, lock_version
      FROM ledger_account_sums WHERE account_id = ANY((SELECT $1::text[])::text[])";
-/// Each level's range is its own lookup (`LATERAL`), one primary-key range scan a level. As a
-/// plain join, the planner hashed the account's every bucket, or the whole table, once an
-/// account held most of the rows or the plan was generic: 100 to 300 ms a read, against 0.1 to
-/// 0.6 ms. The parameters are read through sub-selects, so that the plan (the same for every
-/// account) is made once instead of at every read (BENCHMARKS.md, eighteenth round).
-const SUM_BUCKETS: &str = "SELECT coalesce(sum(s.pd), 0)::bigint, coalesce(sum(s.pc), 0)::bigint,
-       coalesce(sum(s.qd), 0)::bigint, coalesce(sum(s.qc), 0)::bigint
-     FROM unnest((SELECT $2::smallint[]), (SELECT $3::bigint[]), (SELECT $4::bigint[])) AS r(level, lo, hi)
-     CROSS JOIN LATERAL (
-       SELECT sum(b.posted_debits) AS pd, sum(b.posted_credits) AS pc, sum(b.pending_debits) AS qd, sum(b.pending_credits) AS qc
-       FROM ledger_buckets b
-       WHERE b.account_id = (SELECT $1::text) AND b.level = r.level AND b.bucket >= r.lo AND b.bucket < r.hi) s";
-const SUM_ENTRIES: &str = "SELECT status, debit, sum(amount)::bigint FROM ledger_postings
-     WHERE account_id = $1 AND status <> 2 AND effective_at >= $2 AND effective_at <= $3 AND version <= $4
-     GROUP BY status, debit";
 const ADD_TO_BUCKETS: &str =
     "INSERT INTO ledger_buckets (account_id, level, bucket, posted_debits, posted_credits, pending_debits, pending_credits)
      SELECT * FROM unnest($1::text[], $2::smallint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[])
@@ -115,61 +99,6 @@ pub async fn add_to_buckets(tx: &impl GenericClient, deltas: &BTreeMap<ledger::B
     let statement = tx.prepare_cached(ADD_TO_BUCKETS).await.map_err(db_err)?;
     tx.execute(&statement, &[&accounts, &levels, &buckets, &pd, &pc, &qd, &qc]).await.map_err(db_err)?;
     Ok(())
-}
-
-/// Sums the account's entries inside `window` from its time buckets and the few entries of
-/// the finest buckets at the window's ends (`store::ledger::window_pieces`). Every statement is
-/// sent at once: tokio-postgres pipelines the queries of one connection polled together, so a
-/// read waits for one round trip, not one a statement.
-pub async fn window(client: &impl GenericClient, account_id: &str, window: &Window) -> Result<Totals> {
-    let (add, subtract) = ledger::window_pieces(window);
-    let statements = Sums {
-        entries: client.prepare_cached(SUM_ENTRIES).await.map_err(db_err)?,
-        buckets: client.prepare_cached(SUM_BUCKETS).await.map_err(db_err)?,
-    };
-    let (added, subtracted) = try_join(statements.sum(client, account_id, &add), statements.sum(client, account_id, &subtract)).await?;
-    added.minus(subtracted)
-}
-
-/// The two statements a window's pieces are summed with.
-struct Sums {
-    entries: Statement,
-    buckets: Statement,
-}
-
-impl Sums {
-    async fn sum(&self, client: &impl GenericClient, account_id: &str, pieces: &[Piece]) -> Result<Totals> {
-        let (mut levels, mut from, mut to) = (Vec::new(), Vec::new(), Vec::new());
-        let mut entries = Vec::new();
-        for piece in pieces {
-            match *piece {
-                Piece::Buckets { level, from: lo, to: hi } => {
-                    levels.push(level);
-                    from.push(lo);
-                    to.push(hi);
-                }
-                Piece::Entries { from, to, upto_version } => entries.push(self.entries(client, account_id, from, to, upto_version)),
-            }
-        }
-        let buckets = async {
-            if levels.is_empty() {
-                return Ok(Totals::default());
-            }
-            let row = client.query_one(&self.buckets, &[&account_id, &levels, &from, &to]).await.map_err(db_err)?;
-            Ok(totals_at(&row, 0))
-        };
-        let (entries, buckets) = try_join(try_join_all(entries), buckets).await?;
-        entries.into_iter().try_fold(buckets, |sum, part| sum.plus(part))
-    }
-
-    async fn entries(&self, client: &impl GenericClient, account_id: &str, from: i64, to: i64, upto: Option<i64>) -> Result<Totals> {
-        let rows = client.query(&self.entries, &[&account_id, &from, &to, &upto.unwrap_or(i64::MAX)]).await.map_err(db_err)?;
-        let mut totals = Totals::default();
-        for row in &rows {
-            ledger::add_row(&mut totals, row.get(0), row.get(1), row.get(2))?;
-        }
-        Ok(totals)
-    }
 }
 
 /// Starts the sums of several new accounts at zero.
@@ -288,7 +217,7 @@ pub fn state_row(row: &Row) -> (String, AccountState) {
 
 /// The four sums in columns `first..first + 4`: posted debits, posted credits, pending debits,
 /// pending credits (the order every statement here selects them in).
-fn totals_at(row: &Row, first: usize) -> Totals {
+pub(super) fn totals_at(row: &Row, first: usize) -> Totals {
     Totals {
         posted_debits: row.get(first),
         posted_credits: row.get(first + 1),

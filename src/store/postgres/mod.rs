@@ -24,6 +24,7 @@ mod faults;
 mod group;
 mod key_watch;
 mod ledger;
+mod ledger_reads;
 mod migrations;
 mod queue;
 mod reads;
@@ -84,6 +85,8 @@ pub struct PostgresStore {
     claims: claims::Queue,
     /// Lookups by id and by parent of concurrent requests, made together (see `reads`).
     reads: reads::Queue,
+    /// Balance reads of concurrent requests, made together (see `ledger_reads`).
+    ledger_reads: ledger_reads::Queue,
     /// The health probe in flight, shared by `/healthz` callers. It runs to its end even when
     /// they stop waiting (they wait under a second), so a probe that must try the URL's next
     /// host, one connect timeout after the hung one, gets there: a server that no request
@@ -152,6 +155,7 @@ impl PostgresStore {
         let group = group::start(db.clone());
         let claims = claims::start(db.clone());
         let reads = reads::start(db.clone());
+        let ledger_reads = ledger_reads::start(db.clone());
         Ok(PostgresStore {
             db,
             hasher: KeyHasher::new(pepper),
@@ -163,6 +167,7 @@ impl PostgresStore {
             group,
             claims,
             reads,
+            ledger_reads,
         })
     }
 
@@ -415,14 +420,11 @@ impl Store for PostgresStore {
     }
 
     async fn ledger_accounts(&self, account_ids: &[String]) -> Result<Vec<(String, crate::store::ledger::AccountState)>> {
-        let rows = self.query(ledger::ACCOUNTS, &[&account_ids]).await?;
-        Ok(rows.iter().map(ledger::state_row).collect())
+        ledger_reads::accounts(&self.ledger_reads, account_ids).await
     }
 
     async fn ledger_window(&self, account_id: &str, window: &crate::base::ledger::Window) -> Result<crate::base::ledger::Totals> {
-        let client = self.db.get().await?;
-        let outcome = within(self.db.deadline, ledger::window(&client, account_id, window)).await;
-        self.db.settle(client, outcome)
+        ledger_reads::window(&self.ledger_reads, account_id, window).await
     }
 
     async fn ledger_entry_versions(&self, entry_ids: &[String]) -> Result<Vec<(String, i64)>> {

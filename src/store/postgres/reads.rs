@@ -178,7 +178,7 @@ async fn look_up(db: &Db, ids: Vec<&str>, parents: Vec<(&str, &str)>) -> Result<
 }
 
 /// The group's failure, for each of its reads: a database out of reach is 503 for all.
-fn each(err: &Error) -> Error {
+pub(super) fn each(err: &Error) -> Error {
     match err {
         Error::Unavailable { message, retry_after_s } => Error::Unavailable { message: message.clone(), retry_after_s: *retry_after_s },
         other => Error::internal(crate::error::chain(other)),
