@@ -252,15 +252,22 @@ pub async fn get(ctx: &Ctx<'_>, id: &str, query: &BalanceQuery) -> Result<String
 /// The accounts of the caller's scope among `ids`, with their current state: what a posting
 /// checks its entries against before the store checks them again at commit.
 pub async fn load(ctx: &Ctx<'_>, ids: &[String]) -> Result<Vec<(AccountRecord, AccountState)>> {
-    let mut out = Vec::with_capacity(ids.len());
-    let states = ctx.store.ledger_accounts(ids).await?;
-    for id in ids {
-        let Some(stored) = ctx.store.get(KIND, ctx.scope, id).await? else { continue };
-        let state =
-            states.iter().find(|(i, _)| i == id).map(|(_, s)| *s).ok_or_else(|| Error::internal("a ledger account without sums"))?;
-        out.push((parse(&stored)?, state));
-    }
-    Ok(out)
+    let (states, records) = try_join(ctx.store.ledger_accounts(ids), records(ctx, ids)).await?;
+    records
+        .into_iter()
+        .map(|record| {
+            let state = states.iter().find(|(i, _)| *i == record.id).map(|(_, s)| *s);
+            Ok((record, state.ok_or_else(|| Error::internal("a ledger account without sums"))?))
+        })
+        .collect()
+}
+
+/// The accounts of the caller's scope among `ids`, in their order, without their sums: what a
+/// posting names (the store checks its entries against the sums at commit). The reads go out
+/// together, so a store that answers concurrent reads in one statement (PostgreSQL) does so.
+pub async fn records(ctx: &Ctx<'_>, ids: &[String]) -> Result<Vec<AccountRecord>> {
+    let stored = try_join_all(ids.iter().map(|id| ctx.store.get(KIND, ctx.scope, id))).await?;
+    stored.iter().flatten().map(parse).collect()
 }
 
 #[derive(Debug, Default)]

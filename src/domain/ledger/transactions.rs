@@ -517,7 +517,7 @@ impl Head<'_> {
 /// Reads the accounts the plans name; an id the caller cannot see is a 422 naming its entry.
 async fn accounts_of(ctx: &Ctx<'_>, plans: &[EntryPlan]) -> Result<Vec<AccountRecord>> {
     let ids: Vec<String> = plans.iter().map(|p| p.account_id.clone()).collect::<BTreeSet<_>>().into_iter().collect();
-    Ok(accounts::load(ctx, &ids).await?.into_iter().map(|(record, _)| record).collect())
+    accounts::records(ctx, &ids).await
 }
 
 /// Stages a built transaction: its accounts' preconditions, its postings, its documents, its
