@@ -3,7 +3,7 @@
 //! (`show_balances`), summed by the store from the entries up to it in effective order (G5).
 //! An entry's metadata is changed with its transaction's copy (`transactions::update_entry`).
 
-use futures_util::future::try_join_all;
+use futures_util::future::{try_join, try_join_all};
 use serde::{Deserialize, Serialize};
 
 use super::super::Ctx;
@@ -88,8 +88,8 @@ pub fn parse(stored: &StoredObject) -> Result<LedgerEntry> {
 /// including it, in effective order (effective time, then the account's version).
 pub async fn with_balances(ctx: &Ctx<'_>, entries: &mut [LedgerEntry]) -> Result<()> {
     let ids: Vec<String> = entries.iter().map(|e| e.id.clone()).collect();
-    let versions = ctx.store.ledger_entry_versions(&ids).await?;
-    let states = ctx.store.ledger_accounts(&entries.iter().map(|e| e.ledger_account_id.clone()).collect::<Vec<_>>()).await?;
+    let accounts: Vec<String> = entries.iter().map(|e| e.ledger_account_id.clone()).collect();
+    let (versions, states) = try_join(ctx.store.ledger_entry_versions(&ids), ctx.store.ledger_accounts(&accounts)).await?;
     let mut asked = Vec::new();
     for (index, entry) in entries.iter().enumerate() {
         let version = versions.iter().find(|(id, _)| *id == entry.id).map(|(_, v)| *v);
