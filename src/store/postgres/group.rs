@@ -48,25 +48,14 @@ pub fn eligible(batch: &WriteBatch) -> bool {
 
 /// Starts the committers; they stop when the queue's last sender is dropped.
 pub fn start(db: Db) -> Queue {
-    let (tx, jobs) = queue::channel();
-    for _ in 0..COMMITTERS {
-        tokio::spawn(committer(db.clone(), jobs.clone()));
-    }
-    tx
+    queue::serve(COMMITTERS, GROUP_MAX, move |group| {
+        let db = db.clone();
+        async move { commit_group(&db, group).await }
+    })
 }
 
 pub async fn submit(queue: &Queue, batch: WriteBatch) -> Result<()> {
     queue::submit(queue, batch, "group committer").await
-}
-
-async fn committer(db: Db, jobs: queue::Jobs<WriteBatch, ()>) {
-    loop {
-        let mut group = Vec::new();
-        if !queue::gather(&jobs, &mut group, GROUP_MAX).await {
-            return;
-        }
-        commit_group(&db, group).await;
-    }
 }
 
 /// How a group's transaction ended.

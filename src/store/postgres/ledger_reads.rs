@@ -68,11 +68,10 @@ type Job = queue::Job<Read, Answer>;
 
 /// Starts the readers; they stop when the queue's last sender is dropped.
 pub fn start(db: Db) -> Queue {
-    let (tx, jobs) = queue::channel();
-    for _ in 0..READERS {
-        tokio::spawn(reader(db.clone(), jobs.clone()));
-    }
-    tx
+    queue::serve(READERS, GROUP_MAX, move |group| {
+        let db = db.clone();
+        async move { answer(&db, group).await }
+    })
 }
 
 pub async fn accounts(queue: &Queue, account_ids: &[String]) -> Result<Vec<(String, AccountState)>> {
@@ -87,16 +86,6 @@ pub async fn window(queue: &Queue, account_id: &str, window: &Window) -> Result<
     match queue::submit(queue, read, "ledger reader").await? {
         Answer::Totals(totals) => Ok(totals),
         Answer::Accounts(_) => Err(Error::internal("the ledger reader answered a window read with accounts")),
-    }
-}
-
-async fn reader(db: Db, jobs: queue::Jobs<Read, Answer>) {
-    loop {
-        let mut group = Vec::new();
-        if !queue::gather(&jobs, &mut group, GROUP_MAX).await {
-            return;
-        }
-        answer(&db, group).await;
     }
 }
 

@@ -25,6 +25,31 @@ pub fn channel<T, R>() -> (Queue<T, R>, Jobs<T, R>) {
     (tx, Arc::new(Mutex::new(rx)))
 }
 
+/// Starts `workers` tasks that each take whatever jobs wait (up to `max`, see [`gather`]) and
+/// hand them to `answer`; they stop when the queue's last sender is dropped.
+pub fn serve<T, R, A, F>(workers: usize, max: usize, answer: A) -> Queue<T, R>
+where
+    T: Send + 'static,
+    R: Send + 'static,
+    A: Fn(Vec<Job<T, R>>) -> F + Clone + Send + 'static,
+    F: Future<Output = ()> + Send,
+{
+    let (tx, jobs) = channel();
+    for _ in 0..workers {
+        let (jobs, answer) = (jobs.clone(), answer.clone());
+        tokio::spawn(async move {
+            loop {
+                let mut group = Vec::new();
+                if !gather(&jobs, &mut group, max).await {
+                    return;
+                }
+                answer(group).await;
+            }
+        });
+    }
+    tx
+}
+
 /// Queues `item` and waits for its worker's answer (`worker` names it in errors).
 pub async fn submit<T, R>(queue: &Queue<T, R>, item: T, worker: &str) -> Result<R> {
     let (done, outcome) = oneshot::channel();

@@ -77,25 +77,14 @@ type Job = queue::Job<Read, Vec<StoredObject>>;
 
 /// Starts the readers; they stop when the queue's last sender is dropped.
 pub fn start(db: Db) -> Queue {
-    let (tx, jobs) = queue::channel();
-    for _ in 0..READERS {
-        tokio::spawn(reader(db.clone(), jobs.clone()));
-    }
-    tx
+    queue::serve(READERS, GROUP_MAX, move |group| {
+        let db = db.clone();
+        async move { answer(&db, group).await }
+    })
 }
 
 pub async fn submit(queue: &Queue, read: Read) -> Result<Vec<StoredObject>> {
     queue::submit(queue, read, "reader").await
-}
-
-async fn reader(db: Db, jobs: queue::Jobs<Read, Vec<StoredObject>>) {
-    loop {
-        let mut group = Vec::new();
-        if !queue::gather(&jobs, &mut group, GROUP_MAX).await {
-            return;
-        }
-        answer(&db, group).await;
-    }
 }
 
 async fn answer(db: &Db, group: Vec<Job>) {
