@@ -64,7 +64,8 @@ fn spawn(data_dir: &Path, database_url: &str, port: u16) -> Instance {
     // The port accepts connections as soon as it is bound, before the server has written its
     // certificate (and opened its store): wait for both, or a drill reads a missing file.
     let cert = data_dir.join("tls-cert.pem");
-    let written = || std::fs::read(&cert).is_ok_and(|pem| pem.windows(25).any(|w| w == b"-----END CERTIFICATE-----"));
+    const END: &[u8] = b"-----END CERTIFICATE-----";
+    let written = || std::fs::read(&cert).is_ok_and(|pem| pem.windows(END.len()).any(|w| w == END));
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() || !written() {
         assert!(started.elapsed() < Duration::from_secs(30), "payrail did not start listening");
         std::thread::sleep(Duration::from_millis(50));

@@ -13,9 +13,10 @@
 
 use std::collections::HashMap;
 
-use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
 
-use super::{Db, db_err, ledger, queue, reads, within};
+use super::reads::{self, query_unless};
+use super::{Db, ledger, queue, within};
 use crate::base::ledger::{Totals, Window};
 use crate::error::{Error, Result};
 use crate::store::ledger::{AccountState, Piece, add_row, window_pieces};
@@ -205,18 +206,10 @@ impl Found {
         }
     }
 
-    fn add_buckets(&mut self, row: &Row) {
-        let sums = ledger::totals_at(row, 1);
-        let sum = self.parts.remove(&row.get(0)).unwrap_or(Ok(Totals::default())).and_then(|t| t.plus(sums));
-        self.parts.insert(row.get(0), sum);
-    }
-
-    fn add_entries(&mut self, row: &Row) {
-        let sum = self.parts.remove(&row.get(0)).unwrap_or(Ok(Totals::default())).and_then(|mut t| {
-            add_row(&mut t, row.get(1), row.get(2), row.get(3))?;
-            Ok(t)
-        });
-        self.parts.insert(row.get(0), sum);
+    /// Adds a row's sums to its part's (an overflow stays that part's error).
+    fn add(&mut self, part: i32, add: impl FnOnce(Totals) -> Result<Totals>) {
+        let sum = self.parts.remove(&part).unwrap_or(Ok(Totals::default())).and_then(add);
+        self.parts.insert(part, sum);
     }
 }
 
@@ -224,33 +217,23 @@ impl Found {
 async fn look_up(db: &Db, ask: &Ask) -> Result<Found> {
     let client = db.get().await?;
     let outcome = within(db.deadline, async {
-        let accounts = async {
-            if ask.accounts.is_empty() {
-                return Ok(Vec::new());
-            }
-            let statement = client.prepare_cached(ledger::ACCOUNTS).await.map_err(db_err)?;
-            client.query(&statement, &[&ask.accounts]).await.map_err(db_err)
-        };
-        let buckets = async {
-            let b = &ask.buckets;
-            if b.part.is_empty() {
-                return Ok(Vec::new());
-            }
-            let statement = client.prepare_cached(SUM_BUCKETS).await.map_err(db_err)?;
-            client.query(&statement, &[&b.part, &b.account, &b.level, &b.from, &b.to]).await.map_err(db_err)
-        };
-        let entries = async {
-            let e = &ask.entries;
-            if e.part.is_empty() {
-                return Ok(Vec::new());
-            }
-            let statement = client.prepare_cached(SUM_ENTRIES).await.map_err(db_err)?;
-            client.query(&statement, &[&e.part, &e.account, &e.from, &e.to, &e.upto]).await.map_err(db_err)
-        };
-        let (accounts, buckets, entries) = tokio::try_join!(accounts, buckets, entries)?;
+        let (b, e) = (&ask.buckets, &ask.entries);
+        let by_accounts: [&(dyn ToSql + Sync); 1] = [&ask.accounts];
+        let by_buckets: [&(dyn ToSql + Sync); 5] = [&b.part, &b.account, &b.level, &b.from, &b.to];
+        let by_entries: [&(dyn ToSql + Sync); 5] = [&e.part, &e.account, &e.from, &e.to, &e.upto];
+        let (accounts, buckets, entries) = tokio::try_join!(
+            query_unless(ask.accounts.is_empty(), &client, ledger::ACCOUNTS, &by_accounts),
+            query_unless(b.part.is_empty(), &client, SUM_BUCKETS, &by_buckets),
+            query_unless(e.part.is_empty(), &client, SUM_ENTRIES, &by_entries)
+        )?;
         let mut found = Found { accounts: accounts.iter().map(ledger::state_row).collect(), parts: HashMap::new() };
-        buckets.iter().for_each(|row| found.add_buckets(row));
-        entries.iter().for_each(|row| found.add_entries(row));
+        for row in &buckets {
+            let sums = ledger::totals_at(row, 1);
+            found.add(row.get(0), |totals| totals.plus(sums));
+        }
+        for row in &entries {
+            found.add(row.get(0), |mut totals| add_row(&mut totals, row.get(1), row.get(2), row.get(3)).map(|()| totals));
+        }
         Ok(found)
     })
     .await;

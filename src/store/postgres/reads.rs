@@ -14,6 +14,7 @@
 use std::collections::HashMap;
 
 use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
 
 use super::{Db, db_err, queue, stored_object, within};
 use crate::error::{Error, Result};
@@ -141,29 +142,34 @@ impl Found {
 /// `parents` are (parent id, kind) pairs, each once.
 async fn look_up(db: &Db, ids: Vec<&str>, parents: Vec<(&str, &str)>) -> Result<Found> {
     let client = db.get().await?;
+    let (of, kinds): (Vec<&str>, Vec<&str>) = parents.iter().copied().unzip();
     let outcome = within(db.deadline, async {
-        let by_id = async {
-            if ids.is_empty() {
-                return Ok(Vec::new());
-            }
-            let statement = client.prepare_cached(BY_IDS).await.map_err(db_err)?;
-            client.query(&statement, &[&ids]).await.map_err(db_err)
-        };
-        let children = async {
-            if parents.is_empty() {
-                return Ok(Vec::new());
-            }
-            let (of, kinds): (Vec<&str>, Vec<&str>) = parents.iter().copied().unzip();
-            let statement = client.prepare_cached(BY_PARENTS).await.map_err(db_err)?;
-            client.query(&statement, &[&of, &kinds]).await.map_err(db_err)
-        };
         // Both on the one connection, pipelined: one round trip, not two.
-        let (by_id, children) = tokio::try_join!(by_id, children)?;
+        let (by_ids, by_parents): ([&(dyn ToSql + Sync); 1], [&(dyn ToSql + Sync); 2]) = ([&ids], [&of, &kinds]);
+        let (by_id, children) = tokio::try_join!(
+            query_unless(ids.is_empty(), &client, BY_IDS, &by_ids),
+            query_unless(parents.is_empty(), &client, BY_PARENTS, &by_parents)
+        )?;
         let by_id = by_id.into_iter().map(|row| (row.get::<_, String>(0), row)).collect();
         Ok(Found { by_id, children })
     })
     .await;
     db.settle(client, outcome)
+}
+
+/// The rows of `sql` (prepared once a connection) for `params`, or none without asking when
+/// `nothing_asked`: a group sends only the statements its reads need.
+pub(super) async fn query_unless(
+    nothing_asked: bool,
+    client: &deadpool_postgres::Object,
+    sql: &str,
+    params: &[&(dyn ToSql + Sync)],
+) -> Result<Vec<Row>> {
+    if nothing_asked {
+        return Ok(Vec::new());
+    }
+    let statement = client.prepare_cached(sql).await.map_err(db_err)?;
+    client.query(&statement, params).await.map_err(db_err)
 }
 
 /// The group's failure, for each of its reads: a database out of reach is 503 for all.
