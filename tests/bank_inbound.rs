@@ -482,6 +482,23 @@ on_both_stores! {
         assert_eq!(unreconciled.len(), 3, "the month-late debit, the credit and the debit with no order left: {unreconciled:?}");
     }
 
+    /// B5: a bank may book an entry of no money; it makes no transaction (a transaction moves a
+    /// positive amount) and is counted unmatched on the file, and the rest of the file applies.
+    #[tokio::test]
+    async fn b5_an_entry_of_no_money_is_noted_and_the_rest_of_the_file_applies() {
+        use payrail::domain::bank_answer::EntryDirection::Credit;
+        let server = quiet_server().await;
+        let live = live(&server, "acme").await;
+        let number = account_number(&server, &live).await;
+        let file = statement_of(&number, vec![unnamed(&number, 0, Credit, "2026-11-26"), unnamed(&number, 250, Credit, "2026-11-26")]);
+        drop_file(&live, "statement-zero.xml", &file);
+        let printed = read_inbound(&server, &live).await;
+        assert!(printed.contains(" applied ") && printed.contains("transactions=1") && printed.contains("unmatched=1"), "{printed}");
+        let amounts: Vec<Value> = transactions(&server, &live).await.iter().map(|t| t["amount"].clone()).collect();
+        assert_eq!(amounts, [json!(250)]);
+        assert!(names_in(&inbound(&live)).is_empty(), "applied and removed from the folder");
+    }
+
     /// B5: a booked reversal that names a sent order returns it with the reason its `RtrInf`
     /// gives: an ISO code (`AC04`) is not one of Modern Treasury's return codes, which the SDKs
     /// check, so it leads the reason and the code stays null.

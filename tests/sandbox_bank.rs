@@ -117,6 +117,33 @@ on_both_stores! {
         assert_eq!(txn["internal_account_id"], account.as_str());
     }
 
+    /// B7: an expected payment whose bounds allow no positive amount (0 to 0) gets no booking
+    /// (a bank books no payment of nothing) and stays unreconciled, and the bank goes on
+    /// answering everything else.
+    #[tokio::test]
+    async fn b7_an_expected_payment_of_nothing_is_not_booked_and_holds_nothing_up() {
+        let server = fast_bank().await;
+        let key = server.key().await;
+        let account = account(&server, &key).await;
+        let expect = |lower: i64, upper: i64| json!({"amount_lower_bound": lower, "amount_upper_bound": upper, "direction": "credit",
+            "internal_account_id": account, "currency": "USD", "type": "ach"});
+        let (status, nothing) = json(server.post("/api/expected_payments", &key, &expect(0, 0)).send().await.unwrap()).await;
+        assert_eq!(status, 201, "{nothing}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let (status, something) = json(server.post("/api/expected_payments", &key, &expect(700, 900)).send().await.unwrap()).await;
+        assert_eq!(status, 201, "{something}");
+        let settles = order(&server, &key, &account, "ach", "123456789", 1_900).await;
+
+        wait_until(&server, &key, &format!("/api/expected_payments/{}", something["id"].as_str().unwrap()), |e| e["status"] == "reconciled").await;
+        final_status(&server, &key, &settles, "completed").await;
+        let still = get(&server, &key, &format!("/api/expected_payments/{}", nothing["id"].as_str().unwrap())).await;
+        assert_eq!(still["status"], "unreconciled", "{still}");
+        let transactions = get(&server, &key, "/api/transactions?per_page=100").await;
+        let mut amounts: Vec<i64> = transactions.as_array().unwrap().iter().map(|t| t["amount"].as_i64().unwrap()).collect();
+        amounts.sort();
+        assert_eq!(amounts, [700, 1_900], "one booking for the expected payment of 7.00, one for the order, none of 0");
+    }
+
     /// B7: an expected payment that names a counterparty is paid, in the sandbox bank's
     /// statement, from that counterparty's account, so it reconciles as a live one would.
     #[tokio::test]

@@ -167,15 +167,17 @@ fn nacha_returns(all: &[Payment], returned: &[(&Payment, Option<String>)], arriv
 /// The `camt.054` booking the payment an expected payment waits for (see
 /// `bank_side::book_expected`): named after the expected payment, so it is booked once. `payer`
 /// is the other side (the debtor of a credit, the creditor of a debit) as the statement names it.
+/// `None` when no payment can match it: its bounds allow no positive amount, and a bank books
+/// no payment of nothing.
 pub fn expected_booking(
     expected: &crate::domain::expected_payment::ExpectedPayment,
     account_number: String,
     payer: Option<Party>,
     today: &str,
-) -> Result<AnswerFile, String> {
+) -> Result<Option<AnswerFile>, String> {
+    let Some(amount) = booked_amount(expected.amount_lower_bound, expected.amount_upper_bound) else { return Ok(None) };
     let account = AccountRef { iban: None, account_number: Some(account_number) };
     let day = expected.date_lower_bound.clone().unwrap_or_else(|| today.to_owned());
-    let amount = if expected.amount_lower_bound > 0 { expected.amount_lower_bound } else { expected.amount_upper_bound };
     let entry = StatementEntry {
         account: account.clone(),
         amount,
@@ -204,5 +206,24 @@ pub fn expected_booking(
     let header = ReportHeader { message_id: id.clone(), created_at: created, report_id: id, account, currency: expected.currency };
     let mut writer = CamtWriter::notification(Vec::new(), &header).map_err(|e| e.to_string())?;
     writer.entry(&entry).map_err(|e| e.to_string())?;
-    Ok((format!("expected-{}.camt054.xml", expected.id), writer.finish().map_err(|e| e.to_string())?))
+    Ok(Some((format!("expected-{}.camt054.xml", expected.id), writer.finish().map_err(|e| e.to_string())?)))
+}
+
+/// The amount the bank books for bounds `lower..=upper`: the lower bound, or the upper one when
+/// the lower is not positive; `None` when neither is.
+fn booked_amount(lower: i64, upper: i64) -> Option<i64> {
+    [lower, upper].into_iter().find(|amount| *amount > 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::booked_amount;
+
+    #[test]
+    fn the_bank_books_a_positive_amount_or_nothing() {
+        assert_eq!(booked_amount(500, 900), Some(500));
+        assert_eq!(booked_amount(0, 900), Some(900));
+        assert_eq!(booked_amount(0, 0), None);
+        assert_eq!(booked_amount(-5, 0), None);
+    }
 }

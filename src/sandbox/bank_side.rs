@@ -90,7 +90,11 @@ pub async fn answer_all(state: &AppState, step_ms: u64) -> anyhow::Result<()> {
             tracing::warn!(connection = %registered.connection.id, error = %format!("{err:#}"), "the sandbox bank could not book an expected payment");
         }
         let now = state.clock.now();
-        crate::bank::inbound::poll(state.store.clone(), &state.secrets, &state.config.data_dir, &registered, now, Duration::ZERO).await?;
+        let data_dir = &state.config.data_dir;
+        if let Err(err) = crate::bank::inbound::poll(state.store.clone(), &state.secrets, data_dir, &registered, now, Duration::ZERO).await
+        {
+            tracing::warn!(connection = %registered.connection.id, error = %format!("{err:#}"), "a sandbox inbound folder could not be read; it is read again next pass");
+        }
     }
     Ok(())
 }
@@ -98,8 +102,8 @@ pub async fn answer_all(state: &AppState, step_ms: u64) -> anyhow::Result<()> {
 /// Books a payment matching each unreconciled expected payment of the connection's accounts a
 /// step after its last change (so a client can still update it), as Modern Treasury's sandbox
 /// does within seconds (SPEC B7): a `camt.054` entry on the expected
-/// payment's account, of its lower bound (its upper one when the lower is zero), on its first
-/// possible day, of its type. The inbound reader then makes the transaction and reconciles it.
+/// payment's account, of its lower bound (its upper one when the lower is zero; nothing when
+/// neither is positive), on its first possible day, of its type. The inbound reader then makes the transaction and reconciles it.
 async fn book_expected(state: &AppState, registered: &Registered, folders: &Folders, step: Duration) -> anyhow::Result<()> {
     use crate::domain::expected_payment::{self, ExpectedPayment};
     let scope = &registered.scope;
@@ -124,8 +128,13 @@ async fn book_expected(state: &AppState, registered: &Registered, folders: &Fold
             Some(id) => party_of(state, scope, id).await?,
             None => None,
         };
-        let (name, content) = answers::expected_booking(&expected, number, payer, &today).map_err(anyhow::Error::msg)?;
-        write_whole(&folders.inbound.join(name), &content)?;
+        match answers::expected_booking(&expected, number, payer, &today).map_err(anyhow::Error::msg)? {
+            Some((name, content)) => write_whole(&folders.inbound.join(name), &content)?,
+            None => tracing::info!(
+                expected_payment = %expected.id,
+                "the sandbox bank books nothing for an expected payment whose amount bounds allow no positive amount"
+            ),
+        }
         write_whole(&marker, b"{}")?;
     }
     Ok(())

@@ -73,21 +73,36 @@ pub async fn pass(state: &AppState, step_ms: u64) -> anyhow::Result<usize> {
             to_cut.insert(scope.organization_id.clone(), scope);
             continue;
         }
-        let ctx = state.ctx(&scope);
-        let Some(batch) = ops::bank_move(&ctx, &stored).await? else { continue };
-        match state.store.commit(batch).await {
-            Ok(()) => moved += 1,
-            // A client changed the order meanwhile (a cancel won the race): look again next pass.
-            Err(crate::error::Error::Conflict { .. }) => {}
-            Err(err) => return Err(err.into()),
+        match step(state, &scope, &stored).await {
+            Ok(true) => moved += 1,
+            Ok(false) => {}
+            Err(err) => warn_of(&scope, "a payment order's sandbox step failed", &err.into()),
         }
     }
+    // One organization's failure is logged and never holds back the others'.
     for scope in to_cut.into_values() {
-        cut_off(state, scope, step_ms).await?;
+        if let Err(err) = cut_off(state, scope.clone(), step_ms).await {
+            warn_of(&scope, "a sandbox cut-off failed; it is tried again next pass", &err);
+        }
     }
     open_expecting(state, &upto).await?;
     bank_side::answer_all(state, step_ms).await?;
     Ok(moved)
+}
+
+/// Moves an order that travels in no file one step; whether it moved.
+async fn step(state: &AppState, scope: &Scope, stored: &crate::store::StoredObject) -> crate::error::Result<bool> {
+    let Some(batch) = ops::bank_move(&state.ctx(scope), stored).await? else { return Ok(false) };
+    match state.store.commit(batch).await {
+        Ok(()) => Ok(true),
+        // A client changed the order meanwhile (a cancel won the race): look again next pass.
+        Err(crate::error::Error::Conflict { .. }) => Ok(false),
+        Err(err) => Err(err),
+    }
+}
+
+fn warn_of(scope: &Scope, what: &str, err: &anyhow::Error) {
+    tracing::warn!(organization = %scope.organization_id, error = %format!("{err:#}"), "{what}");
 }
 
 /// Opens the sandbox connection folders of the tenants with expected payments unchanged since

@@ -287,7 +287,8 @@ async fn create_file(run: &Run<'_>, rail: Rail) -> Result<files::Stored> {
     };
     let id = new_id();
     // The sandbox bank takes a file at every step, far more than NACHA's 36 a day: its files
-    // all carry modifier A and are told apart by their id in the name.
+    // all carry modifier A and are told apart by their id's random tail in the name (its head
+    // is a timestamp that files of the same minute share).
     let sandbox_bank = run.is_sandbox_bank();
     let sequence = match sandbox_bank {
         true => 0,
@@ -303,9 +304,9 @@ async fn create_file(run: &Run<'_>, rail: Rail) -> Result<files::Stored> {
         retry_after_s: None,
     })?;
     let name = match sandbox_bank {
-        // `sbx-20261126204652-01a2199c-sepa`: its stem is the pain.001 MsgId, at most 35 with a
+        // `sbx-20261126204652-9b3c01fe-sepa`: its stem is the pain.001 MsgId, at most 35 with a
         // group's `-N`.
-        true => format!("sbx-{}-{}-{}.{}", local.strftime("%Y%m%d%H%M%S"), &id[..8], rail.as_str(), rail.extension()),
+        true => format!("sbx-{}-{}-{}.{}", local.strftime("%Y%m%d%H%M%S"), &id[id.len() - 8..], rail.as_str(), rail.extension()),
         false => format!("payrail-{}-{}-{}.{}", local.strftime("%Y%m%d-%H%M"), modifier.as_char(), rail.as_str(), rail.extension()),
     };
     let header = HeaderValues {

@@ -177,8 +177,18 @@ impl Staging<'_, '_> {
     }
 
     /// A booked entry: a transaction, which completes the order it settles (or returns it, when
-    /// it is a reversal), or else reconciles an expected payment, or stays unreconciled.
+    /// it is a reversal), or else reconciles an expected payment, or stays unreconciled. An
+    /// entry of no money (a bank may book 0) is only noted: a transaction moves a positive amount.
     async fn booked(&mut self, entry: &StatementEntry) -> Result<()> {
+        if entry.amount <= 0 {
+            let reference = [&entry.end_to_end_id, &entry.ach_trace_number, &entry.bank_reference].into_iter().flatten().next();
+            let reference = reference.map_or("without reference", String::as_str);
+            self.note(format!(
+                "entry {reference}: an amount of {} {} moves no money; no transaction was made",
+                entry.amount, entry.currency
+            ));
+            return Ok(());
+        }
         let (what, order_id) = self.settled_order(entry).await?;
         let account = match (self.account_of(&entry.account), &order_id) {
             (Some(account), _) => account,

@@ -13,7 +13,8 @@
 //! 3. stages every effect of the file ([`apply`]) and commits them in ONE batch with the file's
 //!    record, its kept bytes and the unique key of its content: all of the file or none of it,
 //!    exactly once whatever crashes or instances happen (a racing instance's commit fails on the
-//!    key, and it only removes the file);
+//!    key, and it only removes the file). A file with an answer Payrail refuses to apply is
+//!    rejected and moved aside as in step 2, so one bad file never stops the files after it;
 //! 4. removes the file from the bank's folder. A crash before this step leaves the file there;
 //!    the next poll finds it recorded and only removes it.
 //!
@@ -149,7 +150,17 @@ async fn receive(
     file.format = Some(answers.format.as_str().to_owned());
     let mut batch = WriteBatch::new();
     batch.push(lease.fence());
-    file.effects = apply::stage(&ctx, &mut batch, connection_id, &answers).await?;
+    file.effects = match apply::stage(&ctx, &mut batch, connection_id, &answers).await {
+        Ok(effects) => effects,
+        // The file reads, but an answer in it is one Payrail refuses (a date that is not one, a
+        // type it does not know): applying part of it would break "all or none", and retrying
+        // cannot change it, so it is set aside like a file that cannot be read.
+        Err(Error::Invalid { parameter, message, .. }) => {
+            let reason = format!("an answer in it cannot be applied ({parameter}: {message}); nothing of the file was applied");
+            return reject(store, registered, transport, lease, remote, &sha256, &bytes, reason, now).await;
+        }
+        Err(err) => return Err(err.into()),
+    };
     for write in file.writes(scope, &bytes)? {
         batch.push(write);
     }
