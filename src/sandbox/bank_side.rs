@@ -18,6 +18,7 @@ use super::{answers, payments};
 use crate::app::AppState;
 use crate::bank::connection::sandbox_folders;
 use crate::base::api_key::Scope;
+use crate::base::log_limit::LogLimit;
 use crate::base::private_fs;
 use crate::domain::bank_answer::{AccountRef, Party};
 use crate::domain::connection::Registered;
@@ -71,7 +72,7 @@ pub fn open(data_dir: &Path, registered: &Registered) -> anyhow::Result<()> {
 
 /// Answers what is due in every sandbox connection's folders, then reads each connection's
 /// inbound folder (as the bank worker does for live connections).
-pub async fn answer_all(state: &AppState, step_ms: u64) -> anyhow::Result<()> {
+pub async fn answer_all(state: &AppState, step_ms: u64, log: &LogLimit) -> anyhow::Result<()> {
     let root = state.config.data_dir.join("sandbox-bank");
     let Ok(entries) = std::fs::read_dir(&root) else { return Ok(()) };
     let step = Duration::from_millis(step_ms);
@@ -83,17 +84,16 @@ pub async fn answer_all(state: &AppState, step_ms: u64) -> anyhow::Result<()> {
             (folders, answered)
         })
         .await?;
+        let connection = &registered.connection.id;
         if let Err(err) = answered {
-            tracing::warn!(connection = %registered.connection.id, error = %format!("{err:#}"), "the sandbox bank could not answer a file");
+            super::warn_of(log, connection, "the sandbox bank could not answer a file", &err);
         }
         if let Err(err) = book_expected(state, &registered, &folders, step).await {
-            tracing::warn!(connection = %registered.connection.id, error = %format!("{err:#}"), "the sandbox bank could not book an expected payment");
+            super::warn_of(log, connection, "the sandbox bank could not book an expected payment", &err);
         }
-        let now = state.clock.now();
-        let data_dir = &state.config.data_dir;
-        if let Err(err) = crate::bank::inbound::poll(state.store.clone(), &state.secrets, data_dir, &registered, now, Duration::ZERO).await
-        {
-            tracing::warn!(connection = %registered.connection.id, error = %format!("{err:#}"), "a sandbox inbound folder could not be read; it is read again next pass");
+        let (store, data_dir, now) = (state.store.clone(), &state.config.data_dir, state.clock.now());
+        if let Err(err) = crate::bank::inbound::poll(store, &state.secrets, data_dir, &registered, now, Duration::ZERO).await {
+            super::warn_of(log, connection, "a sandbox inbound folder could not be read; it is read again next pass", &err);
         }
     }
     Ok(())

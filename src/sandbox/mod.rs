@@ -33,11 +33,15 @@ use tokio::sync::watch;
 
 use crate::app::AppState;
 use crate::base::api_key::Scope;
+use crate::base::log_limit::LogLimit;
 use crate::domain::connection::{self, Registered};
 use crate::domain::payment_order::{self, bank, carry, ops};
 
 /// Orders moved per pass at most; the rest wait for the next pass.
 const PASS_ORDERS_MAX: usize = 200;
+/// A failure that repeats every pass is logged once a minute per organization and kind, with
+/// how many were held back.
+const LOG_REPEAT_WINDOW: Duration = Duration::from_secs(60);
 
 /// How often the bank looks for due orders: a quarter step, between 10 ms and 500 ms.
 fn tick(step_ms: u64) -> Duration {
@@ -46,9 +50,10 @@ fn tick(step_ms: u64) -> Duration {
 
 pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
     let step_ms = state.config.sandbox_step_ms;
+    let log = LogLimit::new(LOG_REPEAT_WINDOW);
     loop {
-        if let Err(err) = pass(&state, step_ms).await {
-            tracing::warn!(error = %format!("{err:#}"), "sandbox bank pass failed");
+        if let Err(err) = pass(&state, step_ms, &log).await {
+            warn_of(&log, "every organization", "sandbox bank pass failed", &err);
         }
         tokio::select! {
             () = tokio::time::sleep(tick(step_ms)) => {}
@@ -60,7 +65,7 @@ pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
 /// One pass: the due steps of orders that travel in no file, the cut-offs of the sandbox
 /// connections with due orders, the bank's answers, and the inbound folders read. Returns how
 /// many orders the steps moved.
-pub async fn pass(state: &AppState, step_ms: u64) -> anyhow::Result<usize> {
+async fn pass(state: &AppState, step_ms: u64, log: &LogLimit) -> anyhow::Result<usize> {
     let upto = state.clock.now().plus_micros(-((step_ms as i64) * 1000)).to_string();
     let due = state.store.scan_due(payment_order::KIND, payment_order::SANDBOX_DUE_TERM, &upto, PASS_ORDERS_MAX).await?;
     let mut moved = 0;
@@ -76,17 +81,17 @@ pub async fn pass(state: &AppState, step_ms: u64) -> anyhow::Result<usize> {
         match step(state, &scope, &stored).await {
             Ok(true) => moved += 1,
             Ok(false) => {}
-            Err(err) => warn_of(&scope, "a payment order's sandbox step failed", &err.into()),
+            Err(err) => warn_of(log, &scope.organization_id, "a payment order's sandbox step failed", &err.into()),
         }
     }
     // One organization's failure is logged and never holds back the others'.
     for scope in to_cut.into_values() {
         if let Err(err) = cut_off(state, scope.clone(), step_ms).await {
-            warn_of(&scope, "a sandbox cut-off failed; it is tried again next pass", &err);
+            warn_of(log, &scope.organization_id, "a sandbox cut-off failed; it is tried again next pass", &err);
         }
     }
     open_expecting(state, &upto).await?;
-    bank_side::answer_all(state, step_ms).await?;
+    bank_side::answer_all(state, step_ms, log).await?;
     Ok(moved)
 }
 
@@ -101,8 +106,12 @@ async fn step(state: &AppState, scope: &Scope, stored: &crate::store::StoredObje
     }
 }
 
-fn warn_of(scope: &Scope, what: &str, err: &anyhow::Error) {
-    tracing::warn!(organization = %scope.organization_id, error = %format!("{err:#}"), "{what}");
+/// Logs a failure of one organization's (or connection's) sandbox work, held back by `log`
+/// when it repeats.
+pub(crate) fn warn_of(log: &LogLimit, owner: &str, what: &str, err: &anyhow::Error) {
+    if let Some(suppressed) = log.admit(&format!("{owner}/{what}"), std::time::Instant::now()) {
+        tracing::warn!(owner, error = %format!("{err:#}"), suppressed, "{what}");
+    }
 }
 
 /// Opens the sandbox connection folders of the tenants with expected payments unchanged since

@@ -27,7 +27,6 @@
 //! over consecutive passes).
 
 pub mod client;
-pub mod log_limit;
 pub mod signer;
 
 use std::collections::{BTreeMap, HashMap};
@@ -38,6 +37,7 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 
 use crate::app::AppState;
+use crate::base::log_limit::LogLimit;
 use crate::config::Config;
 use crate::domain::api_key::Scope;
 use crate::domain::time::{Clock, Timestamp};
@@ -46,7 +46,6 @@ use crate::domain::webhook_delivery::{self as delivery, ClaimedDelivery, Outcome
 use crate::error::Result;
 use crate::store::Store;
 use client::Sender;
-use log_limit::LogLimit;
 
 /// Events turned into deliveries per endpoint and pass at most.
 pub const ENQUEUE_BATCH_MAX: usize = 200;

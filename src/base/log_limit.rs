@@ -1,5 +1,6 @@
 //! Rate limit for repeated log lines (SPEC W4: a tenant's failing receivers must not flood the
-//! log). A line is identified by a key (what it says and about which endpoint); the first one
+//! log; the sandbox bank's failing steps likewise). A line is identified by a key (what it says
+//! and about which endpoint or organization); the first one
 //! is logged, then at most one per `every` window, carrying how many were suppressed since.
 //!
 //! Limits: at most `KEYS_MAX` keys are remembered; past that, keys idle for a whole window are
