@@ -349,6 +349,37 @@ async fn l5_heads_the_parser_refuses_get_the_error_body_over_tls() {
     }
 }
 
+/// L5: a head the parser refuses followed by a body of 900 KB, within the body limit, sent
+/// whole before the reply is read (as most clients do) and at a client's pace: every byte is
+/// taken and the reply arrives, since the server reads the rest away before it closes instead
+/// of resetting the connection under the client's writes and its reply.
+#[tokio::test]
+async fn l5_a_refused_head_before_a_large_body_still_gets_its_reply() {
+    let server = TestServer::start().await;
+    let key = server.key().await;
+    let body = format!(r#"{{"name":"{}"}}"#, "n".repeat(900 * 1024));
+    let head = format!(
+        "POST /api/counterparties HTTP/1.1\r\nHost: localhost\r\nAuthorization: {}\r\nX-Bad: a\x01b\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        basic(&key),
+        body.len()
+    );
+    let mut stream = tls(&server).await;
+    stream.write_all(head.as_bytes()).await.unwrap();
+    for (i, chunk) in body.as_bytes().chunks(64 * 1024).enumerate() {
+        let sent = async {
+            stream.write_all(chunk).await?;
+            stream.flush().await
+        };
+        sent.await.unwrap_or_else(|e| panic!("chunk {i} of the body was refused by a closed connection: {e}"));
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let reply = read_reply(&mut stream, &mut Vec::new()).await.expect("the reply arrives");
+    reply.assert_error(400, "invalid_request");
+    let (_, listed) = common::json(server.get("/api/counterparties", &key).send().await.unwrap()).await;
+    assert_eq!(listed, json!([]), "nothing was created");
+}
+
 #[tokio::test]
 async fn l5_heads_the_parser_refuses_get_the_error_body_over_plain_http() {
     let server = TestServer::start_with(|c| c.plain_http = true).await;

@@ -69,14 +69,17 @@ pub async fn serve(listener: TcpListener, app: Api, options: ListenerOptions, sh
         let options = options.clone();
         let watcher = graceful.watcher();
         let metrics = metrics.clone();
+        let body_limit = app.state.config.body_limit_bytes;
         tokio::spawn(async move {
             let _slot = slot;
             match &options.tls {
-                None => serve_connection(ErrorBodies::new(stream), app, watcher, options.header_read_timeout).await,
+                None => serve_connection(ErrorBodies::new(stream, body_limit), app, watcher, options.header_read_timeout).await,
                 Some(acceptor) => {
                     // Covers a client that never sends a byte, as well as a slow handshake.
                     match tokio::time::timeout(options.handshake_timeout, accept_tls(acceptor, stream)).await {
-                        Ok(Some(tls)) => serve_connection(ErrorBodies::new(tls), app, watcher, options.header_read_timeout).await,
+                        Ok(Some(tls)) => {
+                            serve_connection(ErrorBodies::new(tls, body_limit), app, watcher, options.header_read_timeout).await
+                        }
                         Ok(None) => {}
                         Err(_) => metrics.handshake_timed_out(),
                     }
