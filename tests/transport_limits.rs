@@ -349,6 +349,38 @@ async fn l5_heads_the_parser_refuses_get_the_error_body_over_tls() {
     }
 }
 
+/// Sends `head`, then `body` in 64 KiB writes 10 ms apart (a client's pace, not a burst into
+/// the kernel's buffers), then reads the reply; every write must be taken.
+async fn send_paced(server: &TestServer, head: &str, body: &[u8]) -> Reply {
+    let mut stream = tls(server).await;
+    stream.write_all(head.as_bytes()).await.unwrap();
+    for (i, chunk) in body.chunks(64 * 1024).enumerate() {
+        let sent = async {
+            stream.write_all(chunk).await?;
+            stream.flush().await
+        };
+        sent.await.unwrap_or_else(|e| panic!("chunk {i} of the body was refused by a closed connection: {e}"));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    read_reply(&mut stream, &mut Vec::new()).await.expect("the reply arrives")
+}
+
+/// L3, L5: a body of 3 MB, over the 1 MiB limit, sent whole at a client's pace before the
+/// reply is read: the client gets its 413, not a reset connection.
+#[tokio::test]
+async fn l5_a_body_a_few_times_the_limit_still_gets_its_413() {
+    let server = TestServer::start().await;
+    let key = server.key().await;
+    let body = format!(r#"{{"name":"{}"}}"#, "n".repeat(3_000_000));
+    let head = format!(
+        "POST /api/counterparties HTTP/1.1\r\nHost: localhost\r\nAuthorization: {}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        basic(&key),
+        body.len()
+    );
+    send_paced(&server, &head, body.as_bytes()).await.assert_error(413, "request_too_large");
+}
+
 /// L5: a head the parser refuses followed by a body of 900 KB, within the body limit, sent
 /// whole before the reply is read (as most clients do) and at a client's pace: every byte is
 /// taken and the reply arrives, since the server reads the rest away before it closes instead
@@ -364,18 +396,7 @@ async fn l5_a_refused_head_before_a_large_body_still_gets_its_reply() {
         basic(&key),
         body.len()
     );
-    let mut stream = tls(&server).await;
-    stream.write_all(head.as_bytes()).await.unwrap();
-    for (i, chunk) in body.as_bytes().chunks(64 * 1024).enumerate() {
-        let sent = async {
-            stream.write_all(chunk).await?;
-            stream.flush().await
-        };
-        sent.await.unwrap_or_else(|e| panic!("chunk {i} of the body was refused by a closed connection: {e}"));
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    let reply = read_reply(&mut stream, &mut Vec::new()).await.expect("the reply arrives");
-    reply.assert_error(400, "invalid_request");
+    send_paced(&server, &head, body.as_bytes()).await.assert_error(400, "invalid_request");
     let (_, listed) = common::json(server.get("/api/counterparties", &key).send().await.unwrap()).await;
     assert_eq!(listed, json!([]), "nothing was created");
 }

@@ -19,8 +19,8 @@
 //! inside one can take that shape. A normal reply costs a look at its last four bytes.
 //!
 //! After the replacement, the client's unread bytes (the rest of an oversized head, and the body
-//! of a request whose head was refused) are read and dropped before the connection closes, up
-//! to the body limit and for as long as a body left unread is drained (`unread_body`): closing
+//! of a request whose head was refused) are read and dropped before the connection closes, as
+//! much and for as long as a body left unread is drained (`unread_body`): closing
 //! on unread bytes makes the kernel reset the connection, and a reset can destroy the reply
 //! before the client reads it. Most clients send the whole body before they read (schema
 //! fuzzing lost the 400 of a refused head followed by a 900 KB body when this stopped at
@@ -40,8 +40,6 @@ use super::error;
 
 /// Longest a refused client's leftover bytes are read for before the connection closes.
 const LINGER: Duration = super::unread_body::DRAIN_TIMEOUT;
-/// Leftover bytes read beyond the body limit (the rest of a refused head: a few read buffers).
-const LINGER_HEAD_BYTES: usize = 256 * 1024;
 /// hyper's refusal is well under this (status line, `connection`, `content-length`, `date`).
 const REFUSAL_LEN_MAX: usize = 256;
 const REFUSAL_START: &[u8] = b"HTTP/1.1 4";
@@ -54,14 +52,15 @@ pub struct ErrorBodies<S> {
     shut_down: bool,
     linger: Option<Pin<Box<Sleep>>>,
     lingered_bytes: usize,
-    /// Most leftover bytes read: a refused head's rest and a body up to the body limit.
+    /// Most leftover bytes read: a refused head's rest and its body, drained as a body left
+    /// unread is.
     linger_bytes_max: usize,
 }
 
 impl<S> ErrorBodies<S> {
     /// `body_limit_bytes`: the largest request body the server takes.
     pub fn new(inner: S, body_limit_bytes: usize) -> Self {
-        let linger_bytes_max = body_limit_bytes.saturating_add(LINGER_HEAD_BYTES);
+        let linger_bytes_max = super::unread_body::drain_bytes_max(body_limit_bytes);
         ErrorBodies { inner, replacement: None, shut_down: false, linger: None, lingered_bytes: 0, linger_bytes_max }
     }
 }

@@ -60,7 +60,8 @@ impl Api {
         let state = &self.state;
         let started = Instant::now();
         let method = request.method().clone();
-        let (mut request, body_read) = unread_body::watch(request.map(Body::new), state.config.body_limit_bytes);
+        let (mut request, body_read) =
+            unread_body::watch(request.map(Body::new), unread_body::drain_bytes_max(state.config.body_limit_bytes));
         let admitted = match auth::authenticate_request(state, &mut request).await {
             Ok(()) => within_body_limit(&request, state.config.body_limit_bytes),
             Err(err) => Err(err),

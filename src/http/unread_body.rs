@@ -8,9 +8,11 @@
 //! Closing a socket that still has unread request bytes makes the kernel reset it, and a reset
 //! can destroy the reply before the client reads it: the client sees the connection drop
 //! instead of its 401 or its replayed 201 (schema fuzzing found this with bodies over ~16 KiB).
-//! So a body left unread is drained in the background after the reply, at most the body limit
-//! and for at most [`DRAIN_TIMEOUT`], and the connection closes only once the client has sent
-//! it all. A client that sends more, or more slowly, is cut off as before.
+//! So a body left unread is drained in the background after the reply, at most
+//! [`drain_bytes_max`] (the body limit and 32 MiB more, so a body somewhat over the limit
+//! still gets its 413) and for at most [`DRAIN_TIMEOUT`], and the connection closes only once
+//! the client has sent it all. A client that sends more, or more slowly, is cut off as before:
+//! draining costs the server no more than the client's sending costs the client.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -27,6 +29,13 @@ use hyper::body::{Body as HttpBody, Frame, SizeHint};
 
 /// Longest a left-over request body is drained for before the connection is closed anyway.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+/// Bytes drained beyond the body limit at most.
+const DRAIN_BEYOND_LIMIT_BYTES: usize = 32 << 20;
+
+/// Most bytes of a request left unread that are drained before its connection closes.
+pub fn drain_bytes_max(body_limit_bytes: usize) -> usize {
+    body_limit_bytes.saturating_add(DRAIN_BEYOND_LIMIT_BYTES)
+}
 
 /// A request body that records when it has been read to the end, and is drained in the
 /// background if it is dropped before that.
