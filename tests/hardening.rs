@@ -103,6 +103,31 @@ async fn slow_headers_are_cut_off() {
     assert!(reply.is_empty() || reply.starts_with("HTTP/1.1 408"), "{reply}");
 }
 
+/// T1: an idle keep-alive connection is closed by a TLS `close_notify` after the header read
+/// timeout, so the client reads a clean end of stream (rustls reports a close without it as an
+/// unexpected EOF, a truncation attack for all it knows).
+#[tokio::test]
+async fn an_idle_connection_is_closed_with_close_notify() {
+    let server = TestServer::start_with(|c| c.header_read_timeout_ms = 300).await;
+    let key = server.key().await;
+    let mut stream = tls(&server).await;
+    let auth = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, format!("x-api-key:{}", key.secret));
+    let request = format!("GET /api/ping HTTP/1.1\r\nHost: localhost\r\nAuthorization: Basic {auth}\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    stream.flush().await.unwrap();
+    let mut reply = Vec::new();
+    let mut buf = [0u8; 4096];
+    let end = loop {
+        match tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf)).await.expect("closed within 5 s") {
+            Ok(0) => break Ok(()),
+            Ok(n) => reply.extend_from_slice(&buf[..n]),
+            Err(err) => break Err(err),
+        }
+    };
+    assert!(reply.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&reply));
+    assert!(end.is_ok(), "a clean TLS close after the reply, not {end:?}");
+}
+
 #[tokio::test]
 async fn the_header_timeout_spares_bodies_and_closes_idle_keep_alive_connections() {
     let server = TestServer::start_with(|c| c.header_read_timeout_ms = 300).await;

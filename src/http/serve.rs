@@ -1,6 +1,12 @@
 //! The API listener: TLS termination, plain-HTTP rejection, connection limits (global and per
 //! client address, `conn_limit`), the TLS handshake timeout, graceful shutdown. Connections are
 //! served by hyper behind `head_errors`, which gives hyper's own refusals the error body.
+//!
+//! A connection is closed gracefully (hyper's `graceful_shutdown`: an idle one at once, one with
+//! a request in flight once its reply is out), so a TLS client gets a `close_notify` and sees a
+//! clean end of stream, not a truncation: at server shutdown, and when it waited longer than the
+//! header read timeout for a request head. A client still sending a head by then (a slow sender)
+//! gets [`CLOSE_GRACE`] more, then is cut off.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -12,9 +18,9 @@ use super::conn_limit::ConnectionLimits;
 use super::head_errors::ErrorBodies;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch};
 use tokio_rustls::TlsAcceptor;
 
 /// The first byte of every TLS connection: a handshake record.
@@ -24,6 +30,8 @@ const TLS_HANDSHAKE_RECORD: u8 = 0x16;
 const HEADER_BYTES_MAX: usize = 16 * 1024;
 /// How long in-flight requests get to finish after shutdown begins.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a connection being closed for its header read timeout gets to finish closing.
+const CLOSE_GRACE: Duration = Duration::from_secs(1);
 
 #[derive(Clone)]
 pub struct ListenerOptions {
@@ -38,7 +46,9 @@ pub struct ListenerOptions {
 
 /// Serves `app` on `listener` until `shutdown` resolves, then drains open connections.
 pub async fn serve(listener: TcpListener, app: Api, options: ListenerOptions, shutdown: impl Future<Output = ()>) {
-    let graceful = GracefulShutdown::new();
+    // Every connection task holds a sender: once all are dropped, the connections are drained.
+    let (closing_tx, closing) = watch::channel(false);
+    let (open_tx, mut open) = mpsc::channel::<()>(1);
     let metrics = app.state.metrics.clone();
     let limits = ConnectionLimits::new(options.connections_max, options.connections_per_address_max, metrics.clone());
     tokio::pin!(shutdown);
@@ -67,7 +77,7 @@ pub async fn serve(listener: TcpListener, app: Api, options: ListenerOptions, sh
         let _ = stream.set_nodelay(true);
         let app = app.clone();
         let options = options.clone();
-        let watcher = graceful.watcher();
+        let watcher = Watcher { closing: closing.clone(), _open: open_tx.clone() };
         let metrics = metrics.clone();
         let body_limit = app.state.config.body_limit_bytes;
         tokio::spawn(async move {
@@ -88,12 +98,20 @@ pub async fn serve(listener: TcpListener, app: Api, options: ListenerOptions, sh
         });
     }
     drop(listener);
-    if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown()).await.is_err() {
+    let _ = closing_tx.send(true);
+    drop(open_tx);
+    if tokio::time::timeout(DRAIN_TIMEOUT, open.recv()).await.is_err() {
         tracing::warn!("connections still open after the drain timeout; closing them");
     }
 }
 
-async fn serve_connection<S>(io: ErrorBodies<S>, app: Api, watcher: hyper_util::server::graceful::Watcher, header_read_timeout: Duration)
+/// What a connection task watches: the server's shutdown, and (held) the drain's count.
+struct Watcher {
+    closing: watch::Receiver<bool>,
+    _open: mpsc::Sender<()>,
+}
+
+async fn serve_connection<S>(io: ErrorBodies<S>, app: Api, mut watcher: Watcher, header_read_timeout: Duration)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -114,13 +132,27 @@ where
     // array lives on the stack: setting a lower one copies a heap-sized array per request);
     // slow senders of headers are cut off below.
     let connection = hyper::server::conn::http1::Builder::new().max_buf_size(HEADER_BYTES_MAX).serve_connection(TokioIo::new(io), service);
+    tokio::pin!(connection);
+    let shutting_down = async {
+        let _ = watcher.closing.wait_for(|closing| *closing).await;
+    };
     tokio::select! {
-        served = watcher.watch(connection) => {
-            if let Err(err) = served {
-                tracing::debug!(%err, "connection ended with an error");
-            }
+        served = connection.as_mut() => return log_end(served),
+        () = shutting_down => {
+            connection.as_mut().graceful_shutdown();
+            return log_end(connection.await);
         }
-        () = heads.expired(header_read_timeout) => tracing::debug!("closed a connection that sent no request head in time"),
+        () = heads.expired(header_read_timeout) => tracing::debug!("closing a connection that sent no request head in time"),
+    }
+    connection.as_mut().graceful_shutdown();
+    if let Ok(served) = tokio::time::timeout(CLOSE_GRACE, connection).await {
+        log_end(served);
+    }
+}
+
+fn log_end(served: hyper::Result<()>) {
+    if let Err(err) = served {
+        tracing::debug!(%err, "connection ended with an error");
     }
 }
 
