@@ -136,17 +136,23 @@ where
     let shutting_down = async {
         let _ = watcher.closing.wait_for(|closing| *closing).await;
     };
-    tokio::select! {
+    let shutdown = tokio::select! {
         served = connection.as_mut() => return log_end(served),
-        () = shutting_down => {
-            connection.as_mut().graceful_shutdown();
-            return log_end(connection.await);
-        }
-        () = heads.expired(header_read_timeout) => tracing::debug!("closing a connection that sent no request head in time"),
-    }
+        () = shutting_down => true,
+        () = heads.expired(header_read_timeout) => false,
+    };
     connection.as_mut().graceful_shutdown();
-    if let Ok(served) = tokio::time::timeout(CLOSE_GRACE, connection).await {
+    if shutdown {
+        // Requests in flight finish (the drain bounds them); a head that is not sent in time
+        // is still cut off.
+        tokio::select! {
+            served = connection.as_mut() => log_end(served),
+            () = heads.expired(header_read_timeout) => {}
+        }
+    } else if let Ok(served) = tokio::time::timeout(CLOSE_GRACE, connection).await {
         log_end(served);
+    } else {
+        tracing::debug!("cut off a connection that sent no complete request head in time");
     }
 }
 
