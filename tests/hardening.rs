@@ -111,8 +111,8 @@ async fn an_idle_connection_is_closed_with_close_notify() {
     let server = TestServer::start_with(|c| c.header_read_timeout_ms = 300).await;
     let key = server.key().await;
     let mut stream = tls(&server).await;
-    let auth = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, format!("x-api-key:{}", key.secret));
-    let request = format!("GET /api/ping HTTP/1.1\r\nHost: localhost\r\nAuthorization: Basic {auth}\r\n\r\n");
+    let auth = common::wire::basic(&key);
+    let request = format!("GET /api/ping HTTP/1.1\r\nHost: localhost\r\nAuthorization: {auth}\r\n\r\n");
     stream.write_all(request.as_bytes()).await.unwrap();
     stream.flush().await.unwrap();
     let mut reply = Vec::new();
@@ -133,10 +133,10 @@ async fn the_header_timeout_spares_bodies_and_closes_idle_keep_alive_connections
     let server = TestServer::start_with(|c| c.header_read_timeout_ms = 300).await;
     let key = server.key().await;
     let mut stream = tls(&server).await;
-    let auth = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, format!("x-api-key:{}", key.secret));
+    let auth = common::wire::basic(&key);
     let body = br#"{"name":"Patient Upload"}"#;
     let head = format!(
-        "POST /api/counterparties HTTP/1.1\r\nHost: localhost\r\nAuthorization: Basic {auth}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        "POST /api/counterparties HTTP/1.1\r\nHost: localhost\r\nAuthorization: {auth}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
         body.len()
     );
     stream.write_all(head.as_bytes()).await.unwrap();
@@ -166,9 +166,9 @@ async fn slow_bodies_time_out_with_503_and_commit_nothing() {
     let server = TestServer::start_with(|c| c.request_timeout_ms = 500).await;
     let key = server.key().await;
     let mut stream = tls(&server).await;
-    let auth = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, format!("x-api-key:{}", key.secret));
+    let auth = common::wire::basic(&key);
     let head = format!(
-        "POST /api/counterparties HTTP/1.1\r\nHost: localhost\r\nAuthorization: Basic {auth}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"name\":"
+        "POST /api/counterparties HTTP/1.1\r\nHost: localhost\r\nAuthorization: {auth}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"name\":"
     );
     stream.write_all(head.as_bytes()).await.unwrap();
     stream.flush().await.unwrap();

@@ -12,8 +12,8 @@ mod common;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use base64::Engine;
-use common::{Key, TestServer, assert_error};
+use common::wire::basic;
+use common::{TestServer, assert_error};
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
@@ -109,10 +109,6 @@ async fn closed_within(stream: &mut (impl AsyncRead + Unpin), within: Duration) 
         }
     }
     false
-}
-
-fn basic(key: &Key) -> String {
-    format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("x-api-key:{}", key.secret)))
 }
 
 /// The admin listener's Prometheus text.
