@@ -51,6 +51,7 @@ pub async fn serve(listener: TcpListener, app: Api, options: ListenerOptions, sh
     let (open_tx, mut open) = mpsc::channel::<()>(1);
     let metrics = app.state.metrics.clone();
     let limits = ConnectionLimits::new(options.connections_max, options.connections_per_address_max, metrics.clone());
+    let body_limit = app.state.config.body_limit_bytes;
     tokio::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
@@ -79,7 +80,6 @@ pub async fn serve(listener: TcpListener, app: Api, options: ListenerOptions, sh
         let options = options.clone();
         let watcher = Watcher { closing: closing.clone(), _open: open_tx.clone() };
         let metrics = metrics.clone();
-        let body_limit = app.state.config.body_limit_bytes;
         tokio::spawn(async move {
             let _slot = slot;
             match &options.tls {

@@ -152,9 +152,9 @@ async fn receive(
     batch.push(lease.fence());
     file.effects = match apply::stage(&ctx, &mut batch, connection_id, &answers).await {
         Ok(effects) => effects,
-        // The file reads, but an answer in it is one Payrail refuses (a date that is not one, a
-        // type it does not know): applying part of it would break "all or none", and retrying
-        // cannot change it, so it is set aside like a file that cannot be read.
+        // The file reads, but the domain refuses an answer in it (none that reads is known to
+        // reach this today: a guard): applying part of it would break "all or none", and
+        // retrying cannot change it, so it is set aside like a file that cannot be read.
         Err(Error::Invalid { parameter, message, .. }) => {
             let reason = format!("an answer in it cannot be applied ({parameter}: {message}); nothing of the file was applied");
             return reject(store, registered, transport, lease, remote, &sha256, &bytes, reason, now).await;
