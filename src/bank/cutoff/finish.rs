@@ -60,11 +60,14 @@ pub async fn finish(run: &Run<'_>, file: &mut files::Stored) -> Result<Outcome> 
     if file.file.status == FileStatus::Written {
         let path = ensure_spool(run, &file.file).await?;
         run.lease.check()?;
+        let started = std::time::Instant::now();
         if let Err(err) = run.outbox.upload(&file.file.name, &path).await {
             let message = format!("{err:#}");
             record_failure(run, file, &message).await?;
             return Ok(Outcome::UploadFailed(message));
         }
+        let upload_ms = started.elapsed().as_millis() as u64;
+        tracing::info!(connection = %run.connection_id, file = %file.file.id, name = %file.file.name, bytes = file.file.size_bytes, upload_ms, "bank file delivered; marking its orders sent");
         mark_sent(run, &file.file).await?;
         record_uploaded(run, file).await?;
     }
