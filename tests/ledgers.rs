@@ -154,6 +154,70 @@ async fn wait_for_ledger_status(server: &TestServer, key: &Key, id: &str, status
     panic!("ledger transaction {id} never reached {status}");
 }
 
+/// Posts every other still-pending transaction (from `first`) and archives the rest.
+async fn settle_some(server: &TestServer, key: &Key, written: &mut [(String, String, i64, &'static str)], first: usize) {
+    let pending: Vec<usize> = (0..written.len()).filter(|i| written[*i].3 == "pending").collect();
+    for (n, i) in pending.into_iter().enumerate() {
+        let to = if n % 2 == first { "posted" } else { "archived" };
+        let url = format!("/api/ledger_transactions/{}", written[i].0);
+        let (code, reply) = json(server.patch(&url, key, &json!({"status": to})).send().await.unwrap()).await;
+        assert_eq!(code, 200, "{reply}");
+        written[i].3 = to;
+    }
+}
+
+async fn as_of_between_entries_of_one_second_and_decades_apart(padding: i64) {
+    let server = TestServer::start().await;
+    let key = server.key().await;
+    let ledger = ledger(&server, &key).await;
+    let (a, b) = (account(&server, &key, &ledger, "credit").await, account(&server, &key, &ledger, "debit").await);
+    for _ in 0..padding {
+        let body = json!({"status": "posted", "effective_at": "2090-01-01T00:00:00Z", "ledger_entries": [entry(&a, "credit", 7), entry(&b, "debit", 7)]});
+        assert_eq!(server.post("/api/ledger_transactions", &key, &body).send().await.unwrap().status(), 201);
+    }
+    // 2025-11-24T16:00:00Z is 1_764_000_000_000_000 us; the finest buckets (2^20 us) have an
+    // edge at 1_764_000_000_901_120 us, inside that second. 1999 and 2043 lie in different
+    // buckets of the 2^50 us width level 4 no longer keeps.
+    let second = "2025-11-24T16:00:00";
+    let instants = [format!("{second}.000001Z"), format!("{second}.901119Z"), format!("{second}.901120Z"), format!("{second}.999999Z")];
+    let dated = ["1999-06-01T00:00:00Z".to_owned(), "2043-06-01T00:00:00Z".to_owned()];
+    let mut written: Vec<(String, i64)> = Vec::new();
+    for (at, amount) in instants.iter().chain(&dated).zip([1, 10, 100, 1_000, 10_000, 100_000]) {
+        let body =
+            json!({"status": "posted", "effective_at": at, "ledger_entries": [entry(&a, "credit", amount), entry(&b, "debit", amount)]});
+        let (status, reply) = json(server.post("/api/ledger_transactions", &key, &body).send().await.unwrap()).await;
+        assert_eq!(status, 201, "{reply}");
+        written.push((reply["effective_at"].as_str().unwrap().to_owned(), amount));
+    }
+    let probes = [
+        "1999-05-31T23:59:59.999999Z",
+        "1999-06-01T00:00:00Z",
+        "2025-11-24T15:59:59.999999Z",
+        "2025-11-24T16:00:00.000001Z",
+        "2025-11-24T16:00:00.5Z",
+        "2025-11-24T16:00:00.901119Z",
+        "2025-11-24T16:00:00.90112Z",
+        "2025-11-24T16:00:00.999999Z",
+        "2025-11-24T16:00:01Z",
+        "2043-05-31T23:59:59Z",
+        "2043-06-01T00:00:00Z",
+    ];
+    for probe in probes {
+        let cut = payrail::domain::time::Timestamp::parse_rfc3339(probe).unwrap();
+        let expected: i64 = written
+            .iter()
+            .filter(|(at, _)| payrail::domain::time::Timestamp::parse_rfc3339(at).unwrap() <= cut)
+            .map(|(_, amount)| amount)
+            .sum();
+        let query = format!("?balances%5Beffective_at%5D={probe}");
+        assert_eq!(amounts(&server, &key, &a, &query).await.1, expected, "as of {probe}");
+        assert_eq!(amounts(&server, &key, &b, &query).await.1, expected, "the debit side as of {probe}");
+    }
+    let window =
+        "?balances%5Beffective_at_lower_bound%5D=2025-11-24T16:00:00.901120Z&balances%5Beffective_at_upper_bound%5D=2043-06-01T00:00:00Z";
+    assert_eq!(get(&server, &key, &format!("/api/ledger_accounts/{a}{window}")).await["balances"]["posted_balance"]["amount"], 1_100);
+}
+
 on_both_stores! {
     #[tokio::test]
     async fn g1_shapes_follow_the_reference() {
@@ -398,55 +462,78 @@ on_both_stores! {
         assert_eq!(by_date.as_array().unwrap().len(), 2);
     }
 
-    /// Storage layout level 4 sums the entries of the instant's own second from their rows and
-    /// every bucket of the coarsest width (about 203 days) before it: as-of balances stay exact
-    /// between entries microseconds apart, across a bucket's edge, and across decades.
+    /// An account below its 64th entry sums its entries for a balance as of an instant; from
+    /// it on, its time buckets (storage layout level 5). Level 4 sums the entries of the
+    /// instant's own second from their rows and every bucket of the coarsest width (about 203
+    /// days) before it. Either way, as-of balances stay exact between entries microseconds
+    /// apart, across a bucket's edge, and across decades.
     #[tokio::test]
     async fn g5_as_of_balances_are_exact_between_entries_of_one_second_and_decades_apart() {
+        as_of_between_entries_of_one_second_and_decades_apart(0).await;
+    }
+
+    #[tokio::test]
+    async fn g5_as_of_balances_are_exact_between_entries_of_one_second_and_decades_apart_with_buckets() {
+        // 64 entries dated after every probe take both accounts to the version buckets start at.
+        as_of_between_entries_of_one_second_and_decades_apart(payrail::store::ledger::BUCKETS_FROM).await;
+    }
+
+    /// An account moves from summing its entries to keeping time buckets at its 64th entry
+    /// (storage layout level 5): as-of balances, pending and posted, stay exact before, at and
+    /// after it, with entries dated out of order across decades, and with pending entries
+    /// posted and archived on both sides of it.
+    #[tokio::test]
+    async fn g5_as_of_balances_stay_exact_as_an_account_starts_keeping_buckets() {
         let server = TestServer::start().await;
         let key = server.key().await;
         let ledger = ledger(&server, &key).await;
         let (a, b) = (account(&server, &key, &ledger, "credit").await, account(&server, &key, &ledger, "debit").await);
-        // 2025-11-24T16:00:00Z is 1_764_000_000_000_000 us; the finest buckets (2^20 us) have an
-        // edge at 1_764_000_000_901_120 us, inside that second. 1999 and 2043 lie in different
-        // buckets of the 2^50 us width level 4 no longer keeps.
-        let second = "2025-11-24T16:00:00";
-        let instants =
-            [format!("{second}.000001Z"), format!("{second}.901119Z"), format!("{second}.901120Z"), format!("{second}.999999Z")];
-        let dated = ["1999-06-01T00:00:00Z".to_owned(), "2043-06-01T00:00:00Z".to_owned()];
-        let mut written: Vec<(String, i64)> = Vec::new();
-        for (at, amount) in instants.iter().chain(&dated).zip([1, 10, 100, 1_000, 10_000, 100_000]) {
-            let body = json!({"status": "posted", "effective_at": at, "ledger_entries": [entry(&a, "credit", amount), entry(&b, "debit", amount)]});
-            let (status, reply) = json(server.post("/api/ledger_transactions", &key, &body).send().await.unwrap()).await;
-            assert_eq!(status, 201, "{reply}");
-            written.push((reply["effective_at"].as_str().unwrap().to_owned(), amount));
+        let from = payrail::store::ledger::BUCKETS_FROM as usize;
+        // (transaction id, effective_at, amount, status) of each transaction written to `a`.
+        let mut written: Vec<(String, String, i64, &str)> = Vec::new();
+        let probes: Vec<String> = (0..12).map(|i| format!("{}-{:02}-15T{:02}:30:00.5Z", 1998 + i * 4, 1 + i % 12, i)).collect();
+        let check = |written: Vec<(String, String, i64, &'static str)>, stage: &'static str| {
+            let (server, key, a, b, probes) = (&server, &key, &a, &b, &probes);
+            async move {
+                for probe in probes.iter().chain(written.iter().map(|w| &w.1).take(6)) {
+                    let cut = payrail::domain::time::Timestamp::parse_rfc3339(probe).unwrap();
+                    let sum = |posted_only: bool| -> i64 {
+                        written
+                            .iter()
+                            .filter(|(_, at, _, _)| payrail::domain::time::Timestamp::parse_rfc3339(at).unwrap() <= cut)
+                            .filter(|(_, _, _, status)| *status == "posted" || (!posted_only && *status == "pending"))
+                            .map(|w| w.2)
+                            .sum()
+                    };
+                    let query = format!("?balances%5Beffective_at%5D={}", probe.replace('+', "%2B"));
+                    let (pending, posted, _) = amounts(server, key, a, &query).await;
+                    assert_eq!((pending, posted), (sum(false), sum(true)), "{stage}: the credit side as of {probe}");
+                    let (pending, posted, _) = amounts(server, key, b, &query).await;
+                    assert_eq!((pending, posted), (sum(false), sum(true)), "{stage}: the debit side as of {probe}");
+                }
+            }
+        };
+        for i in 0..from + 16 {
+            let status = if i % 4 == 0 { "pending" } else { "posted" };
+            let at = format!("{}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z", 2000 + (i * 37) % 48, 1 + (i * 7) % 12, 1 + (i * 11) % 28, i % 24, (i * 13) % 60, (i * 29) % 60, i * 1_013);
+            let body = json!({"status": status, "effective_at": at, "ledger_entries": [entry(&a, "credit", 1 + i as i64), entry(&b, "debit", 1 + i as i64)]});
+            let (code, reply) = json(server.post("/api/ledger_transactions", &key, &body).send().await.unwrap()).await;
+            assert_eq!(code, 201, "{reply}");
+            written.push((reply["id"].as_str().unwrap().to_owned(), reply["effective_at"].as_str().unwrap().to_owned(), 1 + i as i64, status));
+            if i + 1 == from / 2 || i + 1 == from - 1 || i + 1 == from || i + 1 == from + 16 {
+                check(written.clone(), if i + 1 < from { "without buckets" } else { "with buckets" }).await;
+            }
+            if i + 1 == from / 2 {
+                // Settled before the account keeps buckets: the entries' rows alone change.
+                settle_some(&server, &key, &mut written, 0).await;
+                check(written.clone(), "settled without buckets").await;
+            }
         }
-        let probes = [
-            "1999-05-31T23:59:59.999999Z",
-            "1999-06-01T00:00:00Z",
-            "2025-11-24T15:59:59.999999Z",
-            "2025-11-24T16:00:00.000001Z",
-            "2025-11-24T16:00:00.5Z",
-            "2025-11-24T16:00:00.901119Z",
-            "2025-11-24T16:00:00.90112Z",
-            "2025-11-24T16:00:00.999999Z",
-            "2025-11-24T16:00:01Z",
-            "2043-05-31T23:59:59Z",
-            "2043-06-01T00:00:00Z",
-        ];
-        for probe in probes {
-            let cut = payrail::domain::time::Timestamp::parse_rfc3339(probe).unwrap();
-            let expected: i64 = written
-                .iter()
-                .filter(|(at, _)| payrail::domain::time::Timestamp::parse_rfc3339(at).unwrap() <= cut)
-                .map(|(_, amount)| amount)
-                .sum();
-            let query = format!("?balances%5Beffective_at%5D={probe}");
-            assert_eq!(amounts(&server, &key, &a, &query).await.1, expected, "as of {probe}");
-            assert_eq!(amounts(&server, &key, &b, &query).await.1, expected, "the debit side as of {probe}");
-        }
-        let window = "?balances%5Beffective_at_lower_bound%5D=2025-11-24T16:00:00.901120Z&balances%5Beffective_at_upper_bound%5D=2043-06-01T00:00:00Z";
-        assert_eq!(get(&server, &key, &format!("/api/ledger_accounts/{a}{window}")).await["balances"]["posted_balance"]["amount"], 1_100);
+        // Settled after: the buckets built from the rows move too.
+        settle_some(&server, &key, &mut written, 1).await;
+        check(written.clone(), "settled with buckets").await;
+        let version = get(&server, &key, &format!("/api/ledger_accounts/{a}")).await["lock_version"].as_i64().unwrap();
+        assert_eq!(version, (from + 16) as i64);
     }
 
     #[tokio::test]

@@ -30,6 +30,11 @@
 //!    no longer those of levels 0 and 6 (`store::ledger::BUCKET_LEVELS`; a posting writes four
 //!    rows fewer). Older releases read those two levels for balances as of an instant, and this
 //!    one no longer keeps them up to date; their rows written before stay, unread.
+//! 5. Migrations 0020 and 0011: a ledger account keeps time buckets only from its 64th entry on
+//!    (`store::ledger::BUCKETS_FROM`); below that a balance as of an instant sums its entries,
+//!    and its entries move no buckets (five rows fewer an entry for most accounts). Older
+//!    releases read every account's buckets, which this one no longer writes below version 64;
+//!    their rows written before stay, unread, until the account's buckets are built afresh.
 
 use std::time::Duration;
 
@@ -38,7 +43,7 @@ use crate::base::time::Timestamp;
 use crate::error::Result;
 
 /// The newest layout this release reads and writes.
-pub const LEVEL: u32 = 4;
+pub const LEVEL: u32 = 5;
 /// The `settings` row holding the database's level (ASCII digits).
 pub const SETTING: &str = "layout_level";
 /// The `settings` row saying when the level was last raised on a database that already held
@@ -119,13 +124,14 @@ mod tests {
         assert_eq!(judge(Some(b"2")), Layout::Known);
         assert_eq!(judge(Some(b"3")), Layout::Known);
         assert_eq!(judge(Some(b"4")), Layout::Known);
+        assert_eq!(judge(Some(b"5")), Layout::Known);
         assert_eq!(judge(Some(b"0")), Layout::Known);
     }
 
     #[test]
     fn s3_a_higher_or_unreadable_level_is_too_new_and_says_so() {
-        let Layout::TooNew(message) = judge(Some(b"5")) else { panic!("level 5 must be too new") };
-        assert!(message.contains("level 5") && message.contains("upgrade this instance"), "{message}");
+        let Layout::TooNew(message) = judge(Some(b"6")) else { panic!("level 6 must be too new") };
+        assert!(message.contains("level 6") && message.contains("upgrade this instance"), "{message}");
         let Layout::TooNew(message) = judge(Some(b"two")) else { panic!("an unreadable level must be too new") };
         assert!(message.contains("\"two\""), "{message}");
     }

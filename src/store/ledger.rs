@@ -165,6 +165,67 @@ fn stale_lock_version(parameter: &str, expected: i64, current: i64) -> Error {
 /// Their rows written before stay, unread.
 pub const BUCKET_LEVELS: [(i16, u32); 5] = [(1, 20), (2, 26), (3, 32), (4, 38), (5, 44)];
 
+/// An account keeps time buckets from its `BUCKETS_FROM`-th entry on (storage layout level 5).
+///
+/// Below that, a balance as of any instant sums the account's own entries: fewer rows than the
+/// buckets a read of a bucketed account sums, so reads stay flat, and most accounts (a
+/// customer's wallet with a few dozen entries) never pay the five bucket rows an entry costs.
+/// The entry that takes the account to this version builds its buckets from every entry written
+/// before it, in the same commit ([`bucket_work`]); every later entry moves them as it is written
+/// and settled. Whether an account is bucketed is read from its `lock_version` in the same
+/// snapshot as its sums, so a read never mixes the two ways.
+pub const BUCKETS_FROM: i64 = 64;
+
+/// Whether an account at `lock_version` keeps time buckets.
+pub fn bucketed(lock_version: i64) -> bool {
+    lock_version >= BUCKETS_FROM
+}
+
+/// What writing entries does to the time buckets: the lines that move buckets, and the accounts
+/// whose buckets are built afresh from their entries (after the entries' own rows are written).
+pub struct BucketWork<'a> {
+    pub lines: Vec<&'a LedgerLine>,
+    pub rebuild: Vec<String>,
+}
+
+/// The bucket work of `lines` written with `versions` (the account version each line made): a
+/// line past [`BUCKETS_FROM`] moves its buckets; the line that reaches it rebuilds its account's
+/// buckets from every entry up to it (that line included); earlier lines move none.
+pub fn bucket_work<'a>(lines: impl Iterator<Item = &'a LedgerLine>, versions: &[i64]) -> BucketWork<'a> {
+    let mut work = BucketWork { lines: Vec::new(), rebuild: Vec::new() };
+    for (line, version) in lines.zip(versions) {
+        match version.cmp(&BUCKETS_FROM) {
+            std::cmp::Ordering::Greater => work.lines.push(line),
+            std::cmp::Ordering::Equal => work.rebuild.push(line.account_id.clone()),
+            std::cmp::Ordering::Less => {}
+        }
+    }
+    work
+}
+
+/// The lines of a settle (a pending entry posted or archived) that move time buckets: those of
+/// accounts that keep them.
+pub fn settled_bucket_lines<'a>(lines: &'a [LedgerLine], accounts: &BTreeMap<String, AccountState>) -> Vec<&'a LedgerLine> {
+    lines.iter().filter(|l| accounts.get(&l.account_id).is_some_and(|s| bucketed(s.lock_version))).collect()
+}
+
+/// An account's buckets built from its entry rows written at or before [`BUCKETS_FROM`]
+/// (`(effective_at, status, debit, amount)`; archived rows move nothing).
+pub fn rebuilt_buckets(account_id: &str, rows: impl Iterator<Item = (i64, i16, bool, i64)>) -> Result<BTreeMap<BucketKey, Totals>> {
+    let lines: Vec<LedgerLine> = rows
+        .filter(|(_, status, _, _)| *status != STATUS_ARCHIVED)
+        .map(|(at, status, debit, amount)| LedgerLine {
+            entry_id: String::new(),
+            account_id: account_id.to_owned(),
+            effective_at: Timestamp::from_micros(at),
+            debit,
+            amount,
+            pending: status == STATUS_PENDING,
+        })
+        .collect();
+    bucket_deltas(lines.iter(), Change::Write)
+}
+
 /// How an entry's change moves its account's sums.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Change {
@@ -234,9 +295,19 @@ pub fn prefix_pieces(at: i64) -> Vec<Piece> {
     pieces
 }
 
-/// The pieces of `window` as (pieces to add, pieces to subtract). A window with an
-/// `upto_version` is summed from the entries directly (versions are not bucketed).
-pub fn window_pieces(window: &crate::base::ledger::Window) -> (Vec<Piece>, Vec<Piece>) {
+/// The pieces of every entry effective at or before `at`: the buckets' for a bucketed account,
+/// else its entries'.
+fn prefix(at: i64, bucketed: bool) -> Vec<Piece> {
+    match bucketed {
+        true => prefix_pieces(at),
+        false => vec![Piece::Entries { from: i64::MIN, to: at, upto_version: None }],
+    }
+}
+
+/// The pieces of `window` as (pieces to add, pieces to subtract), for an account that keeps
+/// time buckets or not ([`bucketed`]). A window with an `upto_version` is summed from the
+/// entries directly (versions are not bucketed).
+pub fn window_pieces(window: &crate::base::ledger::Window, bucketed: bool) -> (Vec<Piece>, Vec<Piece>) {
     let upper = match (window.through_entry, window.to_micros) {
         (Some((at, _)), _) => at.saturating_sub(1),
         (None, Some(to)) if window.through_inclusive => to,
@@ -245,7 +316,7 @@ pub fn window_pieces(window: &crate::base::ledger::Window) -> (Vec<Piece>, Vec<P
     };
     let mut add = match window.upto_version {
         Some(version) => vec![Piece::Entries { from: i64::MIN, to: upper, upto_version: Some(version) }],
-        None => prefix_pieces(upper),
+        None => prefix(upper, bucketed),
     };
     if let Some((at, version)) = window.through_entry {
         add.push(Piece::Entries { from: at, to: at, upto_version: Some(version) });
@@ -254,7 +325,7 @@ pub fn window_pieces(window: &crate::base::ledger::Window) -> (Vec<Piece>, Vec<P
         Some(from) if window.upto_version.is_some() => {
             vec![Piece::Entries { from: i64::MIN, to: from.saturating_sub(1), upto_version: window.upto_version }]
         }
-        Some(from) => prefix_pieces(from.saturating_sub(1)),
+        Some(from) => prefix(from.saturating_sub(1), bucketed),
         None => Vec::new(),
     };
     (add, subtract)
@@ -375,6 +446,36 @@ mod tests {
             assert_eq!(totals.posted_debits, 9);
         }
         assert!(BUCKET_LEVELS.windows(2).all(|w| w[1].1 - w[0].1 == 6 && w[1].0 == w[0].0 + 1));
+    }
+
+    /// Storage layout level 5: the entries before an account's 64th move no buckets, the 64th
+    /// builds them from every entry up to it, and each later one moves them itself.
+    #[test]
+    fn g5_buckets_start_at_the_entry_that_reaches_buckets_from() {
+        let lines: Vec<LedgerLine> = ["a", "a", "a", "b"].iter().map(|id| line(id, false, 1)).collect();
+        let work = bucket_work(lines.iter(), &[BUCKETS_FROM - 1, BUCKETS_FROM, BUCKETS_FROM + 1, 1]);
+        assert_eq!(work.rebuild, ["a"]);
+        assert_eq!(work.lines.len(), 1);
+        assert!(std::ptr::eq(work.lines[0], &lines[2]));
+        let rows = [(0, STATUS_POSTED, true, 5), (0, STATUS_PENDING, false, 7), (0, STATUS_ARCHIVED, true, 100)];
+        let rebuilt = rebuilt_buckets("a", rows.into_iter()).unwrap();
+        assert_eq!(rebuilt.len(), BUCKET_LEVELS.len());
+        assert!(rebuilt.values().all(|t| *t == Totals { posted_debits: 5, pending_credits: 7, ..Totals::default() }));
+        let mut states = accounts();
+        states.get_mut("b").unwrap().lock_version = BUCKETS_FROM;
+        let settled: Vec<&str> = settled_bucket_lines(&lines, &states).iter().map(|l| l.account_id.as_str()).collect();
+        assert_eq!(settled, ["b"]);
+    }
+
+    /// Without buckets, a window is its entries' sums: one range to add, one to take away.
+    #[test]
+    fn g5_a_window_of_an_account_without_buckets_sums_its_entries() {
+        let window = crate::base::ledger::Window { from_micros: Some(100), to_micros: Some(200), ..Default::default() };
+        let (add, subtract) = window_pieces(&window, false);
+        assert_eq!(add, [Piece::Entries { from: i64::MIN, to: 199, upto_version: None }]);
+        assert_eq!(subtract, [Piece::Entries { from: i64::MIN, to: 99, upto_version: None }]);
+        let (add, _) = window_pieces(&window, true);
+        assert_eq!(add, prefix_pieces(199));
     }
 
     #[test]

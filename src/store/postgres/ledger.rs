@@ -36,6 +36,10 @@ const ADD_TO_BUCKETS: &str =
        posted_credits = ledger_buckets.posted_credits + EXCLUDED.posted_credits,
        pending_debits = ledger_buckets.pending_debits + EXCLUDED.pending_debits,
        pending_credits = ledger_buckets.pending_credits + EXCLUDED.pending_credits";
+const DELETE_BUCKETS: &str = "DELETE FROM ledger_buckets WHERE account_id = ANY($1)";
+/// An account's entries up to the version it starts keeping buckets at (`store::ledger::BUCKETS_FROM`).
+const BUCKETED_ENTRIES: &str = "SELECT account_id, effective_at, status, debit, amount FROM ledger_postings
+     WHERE account_id = ANY($1) AND version <= $2";
 pub const ENTRY_VERSIONS: &str = "SELECT entry_id, version FROM ledger_postings WHERE entry_id = ANY($1)";
 /// The posted entries of an account no settlement took, effective before a bound, written at or
 /// before a version: how many and their sums (a settlement's amount, SPEC G1).
@@ -81,7 +85,31 @@ pub async fn insert_postings(tx: &impl GenericClient, lines: &[&LedgerLine], ver
     let amount: Vec<i64> = lines.iter().map(|l| l.amount).collect();
     let statement = tx.prepare_cached(INSERT_POSTINGS).await.map_err(db_err)?;
     tx.execute(&statement, &[&ids, &account_ids, &at, &versions, &status, &debit, &amount]).await.map_err(db_err)?;
-    add_to_buckets(tx, &ledger::bucket_deltas(lines.iter().copied(), Change::Write)?).await
+    let work = ledger::bucket_work(lines.iter().copied(), versions);
+    let mut deltas = ledger::bucket_deltas(work.lines.into_iter(), Change::Write)?;
+    if !work.rebuild.is_empty() {
+        for (key, totals) in rebuilt_buckets(tx, &work.rebuild).await? {
+            let sum = deltas.remove(&key).unwrap_or_default().plus(totals)?;
+            deltas.insert(key, sum);
+        }
+    }
+    add_to_buckets(tx, &deltas).await
+}
+
+/// The time buckets of accounts reaching [`ledger::BUCKETS_FROM`], built from their entries up
+/// to it (their rows written before by an older release deleted, to be written again).
+async fn rebuilt_buckets(tx: &impl GenericClient, account_ids: &[String]) -> Result<BTreeMap<ledger::BucketKey, Totals>> {
+    let statement = tx.prepare_cached(DELETE_BUCKETS).await.map_err(db_err)?;
+    tx.execute(&statement, &[&account_ids]).await.map_err(db_err)?;
+    let statement = tx.prepare_cached(BUCKETED_ENTRIES).await.map_err(db_err)?;
+    let rows = tx.query(&statement, &[&account_ids, &ledger::BUCKETS_FROM]).await.map_err(db_err)?;
+    let mut out = BTreeMap::new();
+    for account_id in account_ids {
+        let mine =
+            rows.iter().filter(|row| row.get::<_, &str>(0) == account_id).map(|row| (row.get(1), row.get(2), row.get(3), row.get(4)));
+        out.extend(ledger::rebuilt_buckets(account_id, mine)?);
+    }
+    Ok(out)
 }
 
 /// Adds per-bucket changes to the accounts' time buckets (callers hold the accounts' row locks,
@@ -146,7 +174,8 @@ pub async fn settle(tx: &impl GenericClient, lines: &[LedgerLine], post: bool) -
         });
     }
     store(tx, &accounts).await?;
-    add_to_buckets(tx, &ledger::bucket_deltas(lines.iter(), if post { Change::Post } else { Change::Archive })?).await
+    let moved = ledger::settled_bucket_lines(lines, &accounts);
+    add_to_buckets(tx, &ledger::bucket_deltas(moved.into_iter(), if post { Change::Post } else { Change::Archive })?).await
 }
 
 pub fn claimed(row: &Row) -> Claimed {

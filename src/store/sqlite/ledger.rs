@@ -29,13 +29,31 @@ pub fn post(tx: &Transaction<'_>, lines: &[LedgerLine], guards: &[AccountGuard])
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         )
         .map_err(row_err)?;
-    for (line, version) in lines.iter().zip(versions) {
+    for (line, version) in lines.iter().zip(&versions) {
         let status = if line.pending { STATUS_PENDING } else { STATUS_POSTED };
         insert
             .execute(params![line.entry_id, line.account_id, line.effective_at.as_micros(), version, status, line.debit, line.amount])
             .map_err(row_err)?;
     }
-    add_to_buckets(tx, &ledger::bucket_deltas(lines.iter(), Change::Write)?)
+    let work = ledger::bucket_work(lines.iter(), &versions);
+    for account_id in &work.rebuild {
+        rebuild_buckets(tx, account_id)?;
+    }
+    add_to_buckets(tx, &ledger::bucket_deltas(work.lines.into_iter(), Change::Write)?)
+}
+
+/// Builds an account's time buckets afresh from its entries up to [`ledger::BUCKETS_FROM`]
+/// (the rows of an older release's buckets, if any, replaced).
+fn rebuild_buckets(tx: &Transaction<'_>, account_id: &str) -> Result<()> {
+    tx.prepare_cached("DELETE FROM ledger_buckets WHERE account_id = ?1").and_then(|mut st| st.execute([account_id])).map_err(row_err)?;
+    let mut select = tx
+        .prepare_cached("SELECT effective_at, status, debit, amount FROM ledger_postings WHERE account_id = ?1 AND version <= ?2")
+        .map_err(row_err)?;
+    let rows = select
+        .query_map(params![account_id, ledger::BUCKETS_FROM], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)))
+        .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+        .map_err(row_err)?;
+    add_to_buckets(tx, &ledger::rebuilt_buckets(account_id, rows.into_iter())?)
 }
 
 fn add_to_buckets(tx: &Transaction<'_>, deltas: &BTreeMap<ledger::BucketKey, Totals>) -> Result<()> {
@@ -67,7 +85,8 @@ pub fn settle(tx: &Transaction<'_>, lines: &[LedgerLine], post: bool) -> Result<
         }
     }
     store(tx, &accounts)?;
-    add_to_buckets(tx, &ledger::bucket_deltas(lines.iter(), if post { Change::Post } else { Change::Archive })?)
+    let moved = ledger::settled_bucket_lines(lines, &accounts);
+    add_to_buckets(tx, &ledger::bucket_deltas(moved.into_iter(), if post { Change::Post } else { Change::Archive })?)
 }
 
 /// The posted, unsettled entries a claim over (`account_id`, `before`, `upto_version`) takes.
@@ -177,11 +196,21 @@ pub fn accounts(conn: &Connection, ids: &[String]) -> rusqlite::Result<Vec<(Stri
     Ok(load_rows(conn, ids)?.into_iter().collect())
 }
 
-/// Sums the account's entries inside `window` from its time buckets and the few entries of
-/// the finest buckets at the window's ends (`store::ledger::window_pieces`).
+/// Sums the account's entries inside `window`: from its time buckets and the few entries of
+/// the finest buckets at the window's ends if it keeps buckets, else from its entries
+/// (`store::ledger::window_pieces`). One read transaction, so whether the account keeps buckets
+/// and what they hold are read from the same snapshot.
 pub fn window(conn: &Connection, account_id: &str, window: &Window) -> Result<Totals> {
-    let (add, subtract) = ledger::window_pieces(window);
-    sum_pieces(conn, account_id, &add)?.minus(sum_pieces(conn, account_id, &subtract)?)
+    let read = conn.unchecked_transaction().map_err(row_err)?;
+    let version: i64 = read
+        .prepare_cached("SELECT lock_version FROM ledger_account_sums WHERE account_id = ?1")
+        .and_then(|mut st| st.query_row([account_id], |row| row.get(0)).optional())
+        .map_err(row_err)?
+        .unwrap_or(0);
+    let (add, subtract) = ledger::window_pieces(window, ledger::bucketed(version));
+    let totals = sum_pieces(&read, account_id, &add)?.minus(sum_pieces(&read, account_id, &subtract)?)?;
+    read.finish().map_err(row_err)?;
+    Ok(totals)
 }
 
 fn sum_pieces(conn: &Connection, account_id: &str, pieces: &[Piece]) -> Result<Totals> {

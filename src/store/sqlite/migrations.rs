@@ -20,6 +20,7 @@ const MIGRATIONS: &[(i64, Step)] = &[
     (8, Step::Sql(include_str!("migrations/0008_layout_level_2.sql"))),
     (9, Step::Sql(include_str!("migrations/0009_layout_level_3.sql"))),
     (10, Step::Sql(include_str!("migrations/0010_layout_level_4.sql"))),
+    (11, Step::Sql(include_str!("migrations/0011_layout_level_5.sql"))),
 ];
 
 /// Migration 2: stored replies get rowids derived from their keys (see `reply_slots`).
@@ -109,18 +110,18 @@ mod tests {
             [],
         )
         .unwrap();
-        // Migrations 8, 9 and 10 raise to levels 2, 3 and 4 (each release's own step).
-        for (last, level) in [(8, b"2"), (9, b"3"), (10, b"4")] {
+        // Migrations 8 to 11 raise to levels 2 to 5 (each release's own step).
+        for (last, level) in [(8, b"2"), (9, b"3"), (10, b"4"), (11, b"5")] {
             let before = crate::base::time::Clock::now(&crate::base::time::SystemClock).as_micros();
             apply_through(&mut used, last).unwrap();
             assert_eq!(setting(&used, "layout_level"), level);
             let raised = raised_at(&used);
             assert!(raised >= before - 1_000 && raised < before + 60_000_000, "raised at {raised}, migrated from {before}");
         }
-        assert_eq!(crate::store::layout::LEVEL.to_string().as_bytes(), b"4", "this release reads what its last migration raised to");
+        assert_eq!(crate::store::layout::LEVEL.to_string().as_bytes(), b"5", "this release reads what its last migration raised to");
         let mut empty = Connection::open(dir.path().join("empty.db")).unwrap();
         apply(&mut empty).unwrap();
-        assert_eq!(setting(&empty, "layout_level"), b"4");
+        assert_eq!(setting(&empty, "layout_level"), b"5");
         assert_eq!(setting(&empty, "layout_raised_at"), b"0");
     }
 
