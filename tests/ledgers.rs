@@ -539,14 +539,21 @@ on_both_stores! {
     #[tokio::test]
     async fn g5_concurrent_as_of_reads_each_get_their_own_accounts_sums() {
         // PostgreSQL answers concurrent balance reads together, one statement for many: each
-        // read must still get its own account's sums at its own instant, pending and posted.
+        // read must still get its own account's sums at its own instant, pending and posted,
+        // whether its account keeps time buckets or not (storage layout level 5: every other
+        // account here is taken past version 64 by entries dated after every probe).
         let server = TestServer::start().await;
         let key = server.key().await;
         let ledger = ledger(&server, &key).await;
         let sink = account(&server, &key, &ledger, "debit").await;
         let mut accounts = Vec::new();
-        for _ in 0..6 {
-            accounts.push(account(&server, &key, &ledger, "credit").await);
+        for k in 0..6 {
+            let id = account(&server, &key, &ledger, "credit").await;
+            for _ in 0..if k % 2 == 0 { payrail::store::ledger::BUCKETS_FROM } else { 0 } {
+                let body = json!({"status": "posted", "effective_at": "2090-01-01T00:00:00Z", "ledger_entries": [entry(&id, "credit", 1), entry(&sink, "debit", 1)]});
+                assert_eq!(server.post("/api/ledger_transactions", &key, &body).send().await.unwrap().status(), 201);
+            }
+            accounts.push(id);
         }
         let at = |hour: u32| format!("2025-03-0{}T{:02}:00:00Z", 1 + hour / 24, hour % 24);
         // (hour, amount, pending) for account k: amounts scaled by k + 1, so no two sums agree.
