@@ -209,21 +209,18 @@ pub fn settled_bucket_lines<'a>(lines: &'a [LedgerLine], accounts: &BTreeMap<Str
     lines.iter().filter(|l| accounts.get(&l.account_id).is_some_and(|s| bucketed(s.lock_version))).collect()
 }
 
-/// An account's buckets built from its entry rows written at or before [`BUCKETS_FROM`]
-/// (`(effective_at, status, debit, amount)`; archived rows move nothing).
-pub fn rebuilt_buckets(account_id: &str, rows: impl Iterator<Item = (i64, i16, bool, i64)>) -> Result<BTreeMap<BucketKey, Totals>> {
-    let lines: Vec<LedgerLine> = rows
-        .filter(|(_, status, _, _)| *status != STATUS_ARCHIVED)
-        .map(|(at, status, debit, amount)| LedgerLine {
-            entry_id: String::new(),
-            account_id: account_id.to_owned(),
-            effective_at: Timestamp::from_micros(at),
-            debit,
-            amount,
-            pending: status == STATUS_PENDING,
-        })
-        .collect();
-    bucket_deltas(lines.iter(), Change::Write)
+/// An entry row read back to build its account's buckets afresh (`(effective_at, status,
+/// debit, amount)`, an entry written at or before [`BUCKETS_FROM`]) as the line that moves them,
+/// to be summed by [`bucket_deltas`] with [`Change::Write`]; an archived row moves nothing.
+pub fn rebuilt_line(account_id: &str, (at, status, debit, amount): (i64, i16, bool, i64)) -> Option<LedgerLine> {
+    (status != STATUS_ARCHIVED).then(|| LedgerLine {
+        entry_id: String::new(),
+        account_id: account_id.to_owned(),
+        effective_at: Timestamp::from_micros(at),
+        debit,
+        amount,
+        pending: status == STATUS_PENDING,
+    })
 }
 
 /// How an entry's change moves its account's sums.
@@ -458,7 +455,8 @@ mod tests {
         assert_eq!(work.lines.len(), 1);
         assert!(std::ptr::eq(work.lines[0], &lines[2]));
         let rows = [(0, STATUS_POSTED, true, 5), (0, STATUS_PENDING, false, 7), (0, STATUS_ARCHIVED, true, 100)];
-        let rebuilt = rebuilt_buckets("a", rows.into_iter()).unwrap();
+        let rebuilt_lines: Vec<LedgerLine> = rows.into_iter().filter_map(|row| rebuilt_line("a", row)).collect();
+        let rebuilt = bucket_deltas(rebuilt_lines.iter(), Change::Write).unwrap();
         assert_eq!(rebuilt.len(), BUCKET_LEVELS.len());
         assert!(rebuilt.values().all(|t| *t == Totals { posted_debits: 5, pending_credits: 7, ..Totals::default() }));
         let mut states = accounts();

@@ -86,30 +86,18 @@ pub async fn insert_postings(tx: &impl GenericClient, lines: &[&LedgerLine], ver
     let statement = tx.prepare_cached(INSERT_POSTINGS).await.map_err(db_err)?;
     tx.execute(&statement, &[&ids, &account_ids, &at, &versions, &status, &debit, &amount]).await.map_err(db_err)?;
     let work = ledger::bucket_work(lines.iter().copied(), versions);
-    let mut deltas = ledger::bucket_deltas(work.lines.into_iter(), Change::Write)?;
-    if !work.rebuild.is_empty() {
-        for (key, totals) in rebuilt_buckets(tx, &work.rebuild).await? {
-            let sum = deltas.remove(&key).unwrap_or_default().plus(totals)?;
-            deltas.insert(key, sum);
-        }
-    }
-    add_to_buckets(tx, &deltas).await
+    let rebuilt = if work.rebuild.is_empty() { Vec::new() } else { rebuilt_lines(tx, &work.rebuild).await? };
+    add_to_buckets(tx, &ledger::bucket_deltas(rebuilt.iter().chain(work.lines), Change::Write)?).await
 }
 
-/// The time buckets of accounts reaching [`ledger::BUCKETS_FROM`], built from their entries up
-/// to it (their rows written before by an older release deleted, to be written again).
-async fn rebuilt_buckets(tx: &impl GenericClient, account_ids: &[String]) -> Result<BTreeMap<ledger::BucketKey, Totals>> {
+/// The entries of accounts reaching [`ledger::BUCKETS_FROM`], up to it, as the lines that build
+/// their buckets afresh (the bucket rows an older release wrote for them deleted first).
+async fn rebuilt_lines(tx: &impl GenericClient, account_ids: &[String]) -> Result<Vec<LedgerLine>> {
     let statement = tx.prepare_cached(DELETE_BUCKETS).await.map_err(db_err)?;
     tx.execute(&statement, &[&account_ids]).await.map_err(db_err)?;
     let statement = tx.prepare_cached(BUCKETED_ENTRIES).await.map_err(db_err)?;
     let rows = tx.query(&statement, &[&account_ids, &ledger::BUCKETS_FROM]).await.map_err(db_err)?;
-    let mut out = BTreeMap::new();
-    for account_id in account_ids {
-        let mine =
-            rows.iter().filter(|row| row.get::<_, &str>(0) == account_id).map(|row| (row.get(1), row.get(2), row.get(3), row.get(4)));
-        out.extend(ledger::rebuilt_buckets(account_id, mine)?);
-    }
-    Ok(out)
+    Ok(rows.iter().filter_map(|row| ledger::rebuilt_line(row.get(0), (row.get(1), row.get(2), row.get(3), row.get(4)))).collect())
 }
 
 /// Adds per-bucket changes to the accounts' time buckets (callers hold the accounts' row locks,

@@ -36,15 +36,16 @@ pub fn post(tx: &Transaction<'_>, lines: &[LedgerLine], guards: &[AccountGuard])
             .map_err(row_err)?;
     }
     let work = ledger::bucket_work(lines.iter(), &versions);
+    let mut rebuilt = Vec::new();
     for account_id in &work.rebuild {
-        rebuild_buckets(tx, account_id)?;
+        rebuilt.extend(rebuilt_lines(tx, account_id)?);
     }
-    add_to_buckets(tx, &ledger::bucket_deltas(work.lines.into_iter(), Change::Write)?)
+    add_to_buckets(tx, &ledger::bucket_deltas(rebuilt.iter().chain(work.lines), Change::Write)?)
 }
 
-/// Builds an account's time buckets afresh from its entries up to [`ledger::BUCKETS_FROM`]
-/// (the rows of an older release's buckets, if any, replaced).
-fn rebuild_buckets(tx: &Transaction<'_>, account_id: &str) -> Result<()> {
+/// The entries of an account reaching [`ledger::BUCKETS_FROM`], up to it, as the lines that
+/// build its buckets afresh (the bucket rows an older release wrote for it deleted first).
+fn rebuilt_lines(tx: &Transaction<'_>, account_id: &str) -> Result<Vec<LedgerLine>> {
     tx.prepare_cached("DELETE FROM ledger_buckets WHERE account_id = ?1").and_then(|mut st| st.execute([account_id])).map_err(row_err)?;
     let mut select = tx
         .prepare_cached("SELECT effective_at, status, debit, amount FROM ledger_postings WHERE account_id = ?1 AND version <= ?2")
@@ -53,7 +54,7 @@ fn rebuild_buckets(tx: &Transaction<'_>, account_id: &str) -> Result<()> {
         .query_map(params![account_id, ledger::BUCKETS_FROM], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)))
         .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
         .map_err(row_err)?;
-    add_to_buckets(tx, &ledger::rebuilt_buckets(account_id, rows.into_iter())?)
+    Ok(rows.into_iter().filter_map(|row| ledger::rebuilt_line(account_id, row)).collect())
 }
 
 fn add_to_buckets(tx: &Transaction<'_>, deltas: &BTreeMap<ledger::BucketKey, Totals>) -> Result<()> {
