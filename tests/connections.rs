@@ -89,6 +89,30 @@ on_both_stores! {
         let sandbox = server.key_for("acme", Mode::Sandbox).await;
         let (_, body) = json(server.get("/api/connections", &sandbox).send().await.unwrap()).await;
         assert_eq!(body.as_array().unwrap().len(), 1, "sandbox: only the built-in sandbox connection: {body}");
+        let builtin = body[0].clone();
+        // SPEC L1: a page never holds more than per_page, the built-in connection included; it
+        // comes last, on a page of its own when the last page is full, the same every time.
+        let sandbox_config = server.dir.path().join("sandbox.toml");
+        std::fs::write(&sandbox_config, std::fs::read_to_string(&config).unwrap().replace("mode = \"live\"", "mode = \"sandbox\"")).unwrap();
+        let added = cli(&server, &["connections", "add", "--config", sandbox_config.to_str().unwrap()]).await;
+        assert!(added.status.success(), "{}", String::from_utf8_lossy(&added.stderr));
+        let mut pages = Vec::new();
+        let mut cursor = String::new();
+        loop {
+            let response = server.get(&format!("/api/connections?per_page=1&after_cursor={cursor}"), &sandbox).send().await.unwrap();
+            let next = response.headers().get("x-after-cursor").map(|v| v.to_str().unwrap().to_owned()).unwrap_or_default();
+            let (status, page) = json(response).await;
+            assert_eq!(status, 200, "{page}");
+            assert!(page.as_array().unwrap().len() <= 1, "more than per_page: {page}");
+            pages.extend(page.as_array().unwrap().iter().cloned());
+            if next.is_empty() {
+                break;
+            }
+            cursor = next;
+        }
+        assert_eq!(pages.len(), 2, "{pages:?}");
+        assert_eq!(pages[0]["vendor_name"], "Acme Bank");
+        assert_eq!(pages[1], builtin, "the built-in connection, last and unchanged");
         let stranger = server.key_for("other-org", Mode::Live).await;
         let (_, body) = json(server.get("/api/connections", &stranger).send().await.unwrap()).await;
         assert_eq!(body, json!([]));
@@ -142,6 +166,9 @@ async fn b1_a_bad_config_is_refused_naming_the_key() {
         ("021000021", "021000022", "immediate_destination"),
         ("identity_file = \"bank_ed25519\"", "identity_file = \"missing_key\"", "identity_file"),
         ("host_key = \"ssh-ed25519", "host_key = \"ssh-bogus", "host_key"),
+        // An organization no API key can have.
+        ("organization = \"acme\"", "organization = \"no such org!\"", "organization"),
+        ("organization = \"acme\"", "organization = \"\"", "organization"),
     ] {
         std::fs::write(&config, text.replace(from, to)).unwrap();
         let run = cli(&server, &["connections", "add", "--config", config.to_str().unwrap()]).await;

@@ -122,6 +122,8 @@ fn check(config: &ConnectionConfig) -> anyhow::Result<()> {
     if config.name.trim().is_empty() || config.name.chars().count() > 255 {
         bail!("name: 1 to 255 characters");
     }
+    crate::base::api_key::validate_org_id(&config.organization)
+        .map_err(|_| anyhow!("organization: 1 to 64 characters of A-Z, a-z, 0-9, - and _ (got {:?})", config.organization))?;
     if !matches!(config.mode.as_str(), "live" | "sandbox") {
         bail!("mode: \"live\" or \"sandbox\" (got {:?})", config.mode);
     }
@@ -258,7 +260,7 @@ pub async fn add(store: &dyn Store, secrets: &SecretBox, text: &str, base_dir: &
 
 /// Whether `registered` is an organization's built-in sandbox connection (SPEC B7).
 pub fn is_builtin_sandbox(registered: &Registered) -> bool {
-    !registered.scope.live_mode && registered.connection.id == connection::builtin(&registered.scope, registered.connection.created_at).id
+    !registered.scope.live_mode && registered.connection.id == connection::builtin(&registered.scope).id
 }
 
 /// The folder pair of a built-in sandbox connection: under the data directory, where the

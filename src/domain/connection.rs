@@ -45,8 +45,11 @@ pub struct Connection {
     pub discarded_at: Option<Timestamp>,
 }
 
-/// The tenant's built-in sandbox connection; its id is the same every time it is asked for.
-pub fn builtin(scope: &Scope, created_at: Timestamp) -> Connection {
+/// The tenant's built-in sandbox connection; it is the same every time it is asked for. It has
+/// always existed, so its `created_at` is the Unix epoch: older than every registered
+/// connection, which is where newest-first lists put it.
+pub fn builtin(scope: &Scope) -> Connection {
+    let created_at = Timestamp::from_micros(0);
     let digest = Sha256::digest(format!("payrail-connection:{}:{}", scope.organization_id, scope.live_mode));
     let mut bytes = [0u8; 16];
     bytes.copy_from_slice(&digest[..16]);
@@ -134,7 +137,7 @@ pub async fn settings(store: &dyn Store, scope: &Scope, connection_id: &str) -> 
 /// precondition that it still exists at commit; with none named, the built-in sandbox
 /// connection in sandbox mode, and a 422 in live mode, where money reaches a real bank.
 pub async fn for_account(ctx: &Ctx<'_>, batch: &mut WriteBatch, given: Option<&str>) -> Result<Connection> {
-    let builtin = builtin(ctx.scope, ctx.now);
+    let builtin = builtin(ctx.scope);
     match given {
         None if ctx.scope.live_mode => {
             Err(Error::invalid("connection_id", "connection_id is required in live mode: name a connection (payrail connections list)"))
@@ -148,12 +151,20 @@ pub async fn for_account(ctx: &Ctx<'_>, batch: &mut WriteBatch, given: Option<&s
 /// `GET /api/connections`: the tenant's registered connections, newest first, and in sandbox
 /// mode its built-in connection last.
 pub async fn list(ctx: &Ctx<'_>, page: PageSpec) -> Result<ListedPage> {
+    let per_page = page.per_page;
     let found = listing::fetch(ctx, KIND, Vec::new(), page).await?;
     let mut docs: Vec<String> = found.items.into_iter().map(|o| o.doc).collect();
-    if found.next_seq.is_none() && !ctx.scope.live_mode {
-        docs.push(to_json(&builtin(ctx.scope, ctx.now))?);
+    let mut next_seq = found.next_seq;
+    if next_seq.is_none() && !ctx.scope.live_mode {
+        if docs.len() < per_page {
+            docs.push(to_json(&builtin(ctx.scope))?);
+        } else {
+            // A full last page: the built-in connection comes on a page of its own, after every
+            // registered one (no object's position is below 1).
+            next_seq = Some(1);
+        }
     }
-    Ok(ListedPage { json: listing::json_array(docs.iter().map(String::as_str)), next_seq: found.next_seq })
+    Ok(ListedPage { json: listing::json_array(docs.iter().map(String::as_str)), next_seq })
 }
 
 /// Every registered connection of every tenant, oldest first (the command line's list).

@@ -175,7 +175,7 @@ async fn account_number(state: &AppState, registered: &Registered, id: &str) -> 
 fn registered_of(dir: &Path) -> Option<Registered> {
     let tenant: Tenant = serde_json::from_slice(&std::fs::read(dir.join(TENANT_FILE)).ok()?).ok()?;
     let scope = Scope { organization_id: tenant.organization_id, live_mode: false };
-    let registered = super::connection_of(scope, crate::base::time::Timestamp::from_micros(0));
+    let registered = super::connection_of(scope);
     (dir.file_name()?.to_str()? == registered.connection.id).then_some(registered)
 }
 

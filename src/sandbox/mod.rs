@@ -118,27 +118,26 @@ pub(crate) fn warn_of(log: &LogLimit, owner: &str, what: &str, err: &anyhow::Err
 /// `upto` (a step ago), so the bank books them even where no order ever went out.
 async fn open_expecting(state: &AppState, upto: &str) -> anyhow::Result<()> {
     use crate::domain::expected_payment::{KIND, SANDBOX_WAITING_TERM};
-    let now = state.clock.now();
     let waiting = state.store.scan_due(KIND, SANDBOX_WAITING_TERM, upto, PASS_ORDERS_MAX).await?;
     let mut seen = std::collections::BTreeSet::new();
     for (scope, _) in waiting.into_iter().filter(|(scope, _)| !scope.live_mode) {
         if seen.insert(scope.organization_id.clone()) {
-            bank_side::open(&state.config.data_dir, &connection_of(scope, now))?;
+            bank_side::open(&state.config.data_dir, &connection_of(scope))?;
         }
     }
     Ok(())
 }
 
 /// The organization's sandbox connection.
-pub fn connection_of(scope: Scope, now: crate::base::time::Timestamp) -> Registered {
-    let connection = connection::builtin(&scope, now);
+pub fn connection_of(scope: Scope) -> Registered {
+    let connection = connection::builtin(&scope);
     Registered { scope, connection }
 }
 
 /// Runs the cut-off of `scope`'s sandbox connection for the orders a step old.
 async fn cut_off(state: &AppState, scope: Scope, step_ms: u64) -> anyhow::Result<()> {
     let now = state.clock.now();
-    let registered = connection_of(scope, now);
+    let registered = connection_of(scope);
     bank_side::open(&state.config.data_dir, &registered)?;
     let pace = Duration::from_millis(step_ms);
     let data_dir = &state.config.data_dir;

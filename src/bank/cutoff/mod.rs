@@ -69,7 +69,7 @@ pub struct Run<'a> {
 impl Run<'_> {
     /// Whether this run is a cut-off of an organization's built-in sandbox connection.
     pub fn is_sandbox_bank(&self) -> bool {
-        !self.scope.live_mode && crate::domain::connection::builtin(&self.scope, self.now).id == self.connection_id
+        !self.scope.live_mode && crate::domain::connection::builtin(&self.scope).id == self.connection_id
     }
 
     /// Whether `order` is due at this cut-off.
