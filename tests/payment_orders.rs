@@ -370,6 +370,32 @@ async fn sandbox_bank_never_moves_live_orders() {
 }
 
 on_both_stores! {
+/// SPEC B3: a live order whose connection cannot make its rail's file (no `[ach]` or
+/// `[iso20022]` section in its config) is refused at creation, naming the paying account,
+/// rather than waiting at every cut-off.
+#[tokio::test]
+async fn b3_an_order_its_connection_cannot_send_is_refused_at_creation() {
+    let server = frozen_bank().await;
+    let live = server.key_for("default", Mode::Live).await;
+    let connection = common::live_connection_with(&server, "default", "").await;
+    let body = json!({"name": "Operating", "currency": "USD", "connection_id": connection});
+    let (status, body) = json(server.post("/api/internal_accounts", &live, &body).send().await.unwrap()).await;
+    assert_eq!(status, 201, "{body}");
+    let originating = body["id"].as_str().unwrap().to_owned();
+    let (_, receiving) = counterparty(&server, &live).await;
+    for kind in ["ach", "wire", "rtp"] {
+        let mut body = order(&originating, &receiving, 100);
+        body["type"] = json!(kind);
+        let (status, reply) = json(server.post("/api/payment_orders", &live, &body).send().await.unwrap()).await;
+        assert_error(status, &reply, 422, "parameter_invalid");
+        assert_eq!(reply["errors"]["parameter"], "originating_account_id", "{kind}: {reply}");
+    }
+    let (_, listed) = json(server.get("/api/payment_orders", &live).send().await.unwrap()).await;
+    assert_eq!(listed, json!([]), "nothing was created");
+}
+}
+
+on_both_stores! {
 #[tokio::test]
 async fn e3_concurrent_patches_never_lose_a_change() {
     let server = frozen_bank().await;
@@ -467,6 +493,16 @@ async fn b3_an_order_its_rail_cannot_carry_is_refused_at_creation() {
     let usd = internal_account(&server, &key, "USD").await;
     let eur = internal_account(&server, &key, "EUR").await;
     let (_, us_account) = counterparty(&server, &key).await;
+    let (status, long_named) = json(
+        server
+            .post("/api/internal_accounts", &key, &json!({"name": "Ops", "party_name": "N".repeat(150), "currency": "USD"}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 201, "{long_named}");
+    let long_named = long_named["id"].as_str().unwrap().to_owned();
     let body = json!({"name": "Lieferant", "accounts": [{
         "account_details": [{"account_number": "DE89370400440532013000", "account_number_type": "iban"}],
         "routing_details": [{"routing_number": "COBADEFFXXX", "routing_number_type": "swift"}]
@@ -488,15 +524,61 @@ async fn b3_an_order_its_rail_cannot_carry_is_refused_at_creation() {
         (with("sepa", &usd, &de_account, json!({})), "currency"),
         (with("sepa", &eur, &us_account, json!({})), "receiving_account_id.account_details"),
         (with("rtp", &eur, &us_account, json!({})), "currency"),
+        // pain.001 carries credit transfers only.
+        (with("wire", &usd, &us_account, json!({"direction": "debit"})), "direction"),
+        (with("rtp", &usd, &us_account, json!({"direction": "debit"})), "direction"),
+        (with("sepa", &eur, &de_account, json!({"direction": "debit"})), "direction"),
+        // Same Day ACH carries at most $1,000,000.00 an entry.
+        (with("ach", &usd, &us_account, json!({"priority": "high", "amount": 100_000_001})), "amount"),
+        // The paying side is checked too: a wire's debtor name is at most 140 characters.
+        (with("wire", &long_named, &us_account, json!({})), "originating_account_id.party_name"),
     ];
     for (order, parameter) in refused {
         let (status, body) = json(server.post("/api/payment_orders", &key, &order).send().await.unwrap()).await;
         assert_eq!(status, 422, "{order}: {body}");
         assert!(body["errors"]["parameter"].as_str().unwrap().starts_with(parameter), "{order}: {body}");
     }
-    for order in [with("ach", &usd, &us_account, json!({})), with("sepa", &eur, &de_account, json!({})), with("wire", &usd, &us_account, json!({}))] {
+    let carried = [
+        with("ach", &usd, &us_account, json!({})),
+        with("ach", &usd, &us_account, json!({"direction": "debit", "priority": "high", "amount": 100_000_000})),
+        with("sepa", &eur, &de_account, json!({})),
+        with("wire", &usd, &us_account, json!({})),
+    ];
+    for order in carried {
         let (status, body) = json(server.post("/api/payment_orders", &key, &order).send().await.unwrap()).await;
         assert_eq!(status, 201, "{order}: {body}");
     }
+}
+}
+
+on_both_stores! {
+/// SPEC B3: a PATCH is held to the rail's rules as a creation is, so an edit cannot leave an
+/// order its rail cannot carry waiting at cut-off; a refused edit changes nothing.
+#[tokio::test]
+async fn b3_an_edit_its_rail_cannot_carry_is_refused_and_changes_nothing() {
+    let server = frozen_bank().await;
+    let key = server.key().await;
+    let usd = internal_account(&server, &key, "USD").await;
+    let (_, receiving) = counterparty(&server, &key).await;
+    let future = json!({"process_after": "2099-01-01T00:00:00Z"});
+    let mut ach = order(&usd, &receiving, 1000);
+    ach["process_after"] = future["process_after"].clone();
+    let id = create_order(&server, &key, &ach).await["id"].as_str().unwrap().to_owned();
+    let before = get_order(&server, &key, &id).await;
+    let refused = [
+        (json!({"subtype": "IAT"}), "subtype"),
+        (json!({"amount": 10_000_000_000i64}), "amount"),
+        (json!({"remittance_information": "Zahlung f\u{fc}r M\u{fc}ller"}), "remittance_information"),
+        (json!({"priority": "high", "amount": 200_000_000}), "amount"),
+    ];
+    for (patch, parameter) in refused {
+        let (status, body) = patch_order(&server, &key, &id, &patch).await;
+        assert_error(status, &body, 422, "parameter_invalid");
+        assert_eq!(body["errors"]["parameter"], parameter, "{patch}: {body}");
+    }
+    assert_eq!(get_order(&server, &key, &id).await, before, "a refused edit changes nothing");
+    assert_eq!(event_names(&server, &key, &id).await, ["created"]);
+    let (status, body) = patch_order(&server, &key, &id, &json!({"amount": 2500, "priority": "high"})).await;
+    assert_eq!((status, body["amount"].as_i64()), (200, Some(2500)), "{body}");
 }
 }

@@ -27,6 +27,9 @@ use crate::domain::enums::Direction;
 use crate::domain::money::{Amount, Currency};
 use crate::error::{Error, Result};
 
+/// The most a Same Day ACH entry may carry, in cents (NACHA's per-payment limit, $1,000,000.00).
+pub const SAME_DAY_AMOUNT_MAX_CENTS: i64 = 100_000_000;
+
 /// Characters of payment related information per 05 addenda record.
 pub const ADDENDA_TEXT_LEN: usize = 80;
 
@@ -46,6 +49,9 @@ pub struct AchOrder<'a> {
     /// `business` or `individual`.
     pub party_type: Option<&'a str>,
     pub remittance_information: Option<&'a str>,
+    /// How refusals name the receiving account: `receiving_account` (given inline) or
+    /// `receiving_account_id` (a stored one), as the client named it.
+    pub receiving_field: &'a str,
 }
 
 /// An order as its NACHA entry: the batch's SEC code and the entry to write.
@@ -57,15 +63,17 @@ pub struct AchEntry {
 
 /// The entry `order` becomes, or a 422 naming the order field NACHA cannot carry.
 pub fn validate_order_for_ach(order: &AchOrder<'_>) -> Result<AchEntry> {
-    let amount_cents = EntryInput::usd_cents(order.amount, order.currency).map_err(to_order_error)?;
+    let field = order.receiving_field;
+    let named = |err| to_order_error(err, field);
+    let amount_cents = EntryInput::usd_cents(order.amount, order.currency).map_err(named)?;
     let sec = sec_code(order)?;
-    let rdfi = AbaRoutingNumber::parse("receiving_account.routing_details.routing_number", order.routing_number)?;
-    let account = account_type(order.account_type)?;
+    let rdfi = AbaRoutingNumber::parse(&format!("{field}.routing_details.routing_number"), order.routing_number)?;
+    let account = account_type(field, order.account_type)?;
     let direction = match order.direction {
         Direction::Credit => EntryDirection::Credit,
         Direction::Debit => EntryDirection::Debit,
     };
-    let name = order.party_name.map(str::trim).filter(|n| !n.is_empty()).ok_or_else(|| Error::missing("receiving_account.party_name"))?;
+    let name = order.party_name.map(str::trim).filter(|n| !n.is_empty()).ok_or_else(|| Error::missing(format!("{field}.party_name")))?;
     let name_len = if sec == SecCode::Ctx { 16 } else { 22 };
     let entry = EntryInput {
         transaction_code: TransactionCode::live(account, direction),
@@ -77,7 +85,7 @@ pub fn validate_order_for_ach(order: &AchOrder<'_>) -> Result<AchEntry> {
         discretionary_data: if sec == SecCode::Web { "S".to_owned() } else { String::new() },
         addenda: addenda_texts(sec, order.remittance_information)?,
     };
-    entry.check(sec).map_err(to_order_error)?;
+    entry.check(sec).map_err(named)?;
     Ok(AchEntry { sec, entry })
 }
 
@@ -90,13 +98,13 @@ fn sec_code(order: &AchOrder<'_>) -> Result<SecCode> {
     }
 }
 
-fn account_type(text: Option<&str>) -> Result<AccountType> {
+fn account_type(field: &str, text: Option<&str>) -> Result<AccountType> {
     match text {
         // MT's default account type is `other`; ACH carries it as a checking account, as banks do.
         None | Some("checking") | Some("other") => Ok(AccountType::Checking),
         Some("savings") => Ok(AccountType::Savings),
         Some(other) => {
-            Err(Error::invalid("receiving_account.account_type", format!("ach reaches checking or savings accounts (got {other})")))
+            Err(Error::invalid(format!("{field}.account_type"), format!("ach reaches checking or savings accounts (got {other})")))
         }
     }
 }
@@ -116,20 +124,22 @@ fn addenda_texts(sec: SecCode, text: Option<&str>) -> Result<Vec<String>> {
     Ok(texts)
 }
 
-/// A NACHA field's refusal as a 422 naming the order field it came from (table above).
-pub fn to_order_error(err: FieldError) -> Error {
+/// A NACHA field's refusal as a 422 naming the order field it came from (table above), the
+/// receiving account's fields under `receiving_field`.
+pub fn to_order_error(err: FieldError, receiving_field: &str) -> Error {
     let parameter = match err.field {
-        "currency" => "currency",
-        "amount" => "amount",
-        "standard_entry_class_code" => "subtype",
-        "transaction_code" => "receiving_account.account_type",
-        "receiving_dfi_identification" => "receiving_account.routing_details.routing_number",
-        "dfi_account_number" => "receiving_account.account_details.account_number",
-        "receiver_name" | "receiving_company_name" => "receiving_account.party_name",
-        "payment_related_information" | "addenda_record_indicator" | "number_of_addenda_records" => "remittance_information",
+        "currency" => "currency".to_owned(),
+        "amount" => "amount".to_owned(),
+        "standard_entry_class_code" => "subtype".to_owned(),
+        "transaction_code" => format!("{receiving_field}.account_type"),
+        "receiving_dfi_identification" => format!("{receiving_field}.routing_details.routing_number"),
+        "dfi_account_number" => format!("{receiving_field}.account_details.account_number"),
+        "receiver_name" | "receiving_company_name" => format!("{receiving_field}.party_name"),
+        "payment_related_information" | "addenda_record_indicator" | "number_of_addenda_records" => "remittance_information".to_owned(),
         other => return Error::internal(format!("a NACHA field with no order field: {other}: {}", err.reason)),
     };
-    Error::invalid(parameter, format!("{parameter}: {}", err.reason))
+    let message = format!("{parameter}: {}", err.reason);
+    Error::invalid(parameter, message)
 }
 
 #[cfg(test)]
@@ -148,6 +158,7 @@ mod tests {
             party_name: Some("Jane Doe"),
             party_type: None,
             remittance_information: Some("Invoice 42"),
+            receiving_field: "receiving_account",
         }
     }
 
@@ -196,5 +207,10 @@ mod tests {
         assert_eq!(parameter(AchOrder { amount: Amount::parse("amount", 10_000_000_000).unwrap(), ..order() }), "amount");
         assert_eq!(parameter(AchOrder { remittance_information: Some(&"x".repeat(81)), ..order() }), "remittance_information");
         assert_eq!(parameter(AchOrder { remittance_information: Some("caf\u{e9}"), ..order() }), "remittance_information");
+        // A stored account is named as the client named it.
+        let stored = |o: AchOrder<'static>| parameter(AchOrder { receiving_field: "receiving_account_id", ..o });
+        assert_eq!(stored(AchOrder { routing_number: "121141823", ..order() }), "receiving_account_id.routing_details.routing_number");
+        assert_eq!(stored(AchOrder { party_name: None, ..order() }), "receiving_account_id.party_name");
+        assert_eq!(stored(AchOrder { account_type: Some("loan"), ..order() }), "receiving_account_id.account_type");
     }
 }

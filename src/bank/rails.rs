@@ -1,51 +1,115 @@
 //! The rails' creation-time rules (SPEC B3), as the domain asks for them
-//! (`domain::payment_order::rails::RailRules`): an `ach` order must make a NACHA entry
-//! ([`super::ach::validate_order_for_ach`]), a `wire`, `rtp` or `sepa` one a `pain.001` credit
-//! transfer ([`super::formats::iso20022::rules::check_order`]). Other payment types have no
-//! file here and are not checked.
+//! (`domain::payment_order::rails::RailRules`) when an order is created and when a PATCH edits
+//! it: an `ach` order must make a NACHA entry ([`super::ach::validate_order_for_ach`]), a
+//! `wire`, `rtp` or `sepa` one a `pain.001` credit transfer
+//! ([`super::formats::iso20022::rules::check_order`]). Other payment types have no file here and
+//! are not checked.
 //!
-//! Only the receiving side is checked at creation: the paying internal account's BIC may come
-//! from its connection's `[iso20022] debtor_agent_bic`, which the cut-off checks with the file.
+//! Both sides are checked, with what the cut-off will use: the receiving account, the paying
+//! internal account (its party and account, with its connection's `debtor_agent_bic` as the
+//! BIC it may lack), and the connection itself, which must have the config section the rail's
+//! files need (`[ach]` or `[iso20022]`). What can still change after creation (an external
+//! account edited, a connection's settings) the cut-off checks again; an order it cannot carry
+//! then stays `approved` and the cut-off says so.
 
-use super::ach::{AchOrder, validate_order_for_ach};
-use super::formats::iso20022::rules::{AccountView, OrderView, check_order};
+use async_trait::async_trait;
+
+use super::ach::{AchOrder, SAME_DAY_AMOUNT_MAX_CENTS, validate_order_for_ach};
+use super::connection::{SANDBOX_BIC, Settings};
+use super::cutoff::items::AccountSnap;
+use super::formats::iso20022::rules::{AccountView, OrderView, check_order, check_originating};
 use super::formats::iso20022::{PostalAddress, Rail};
+use crate::base::api_key::Scope;
+use crate::domain::bank_id::Bic;
 use crate::domain::common::Address;
-use crate::domain::enums::PaymentType;
+use crate::domain::connection;
+use crate::domain::enums::{Direction, PaymentType, Priority};
 use crate::domain::internal_account::InternalAccount;
 use crate::domain::payment_order::PaymentOrder;
 use crate::domain::payment_order::rails::{RailRules, ReceivingParty};
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::store::Store;
 
 /// The rules of the rails Payrail writes files for.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct BankRails;
 
+#[async_trait]
 impl RailRules for BankRails {
-    fn check(&self, order: &PaymentOrder, receiving: &ReceivingParty, _originating: &InternalAccount) -> Result<()> {
+    async fn check(
+        &self,
+        store: &dyn Store,
+        scope: &Scope,
+        order: &PaymentOrder,
+        receiving: &ReceivingParty,
+        originating: &InternalAccount,
+    ) -> Result<()> {
         let rail = match order.payment_type {
-            PaymentType::Ach => return check_ach(order, receiving),
-            PaymentType::Wire => Rail::Wire,
-            PaymentType::Rtp => Rail::Rtp,
-            PaymentType::Sepa => Rail::Sepa,
+            PaymentType::Ach => None,
+            PaymentType::Wire => Some(Rail::Wire),
+            PaymentType::Rtp => Some(Rail::Rtp),
+            PaymentType::Sepa => Some(Rail::Sepa),
             _ => return Ok(()),
         };
-        let view = OrderView {
-            rail,
-            amount: order.amount,
-            currency: order.currency,
-            remittance_information: order.remittance_information.as_deref(),
-            charge_bearer: order.charge_bearer.as_deref(),
-            receiving: account_view(receiving),
-            receiving_field: receiving.field,
-        };
-        check_order(&view).map(|_| ())
+        let sections = Sections::of(store, scope, originating).await?;
+        match rail {
+            None => {
+                sections.require(order, sections.ach, "[ach]")?;
+                check_ach(order, receiving)
+            }
+            Some(rail) => {
+                sections.require(order, sections.debtor_bic.is_some(), "[iso20022]")?;
+                check_iso(rail, order, receiving, originating, sections.debtor_bic.as_deref())
+            }
+        }
+    }
+}
+
+/// Which files the paying account's connection can make: the config sections it has.
+struct Sections {
+    /// The connection's name, for the refusal.
+    name: String,
+    ach: bool,
+    /// `[iso20022] debtor_agent_bic`, when the section is there.
+    debtor_bic: Option<String>,
+}
+
+impl Sections {
+    async fn of(store: &dyn Store, scope: &Scope, originating: &InternalAccount) -> Result<Sections> {
+        let name = originating.connection.vendor_name.clone();
+        let id = &originating.connection.id;
+        if !scope.live_mode && *id == connection::builtin(scope).id {
+            // The built-in sandbox connection makes every file (`connection::sandbox_settings`).
+            return Ok(Sections { name, ach: true, debtor_bic: Some(SANDBOX_BIC.into()) });
+        }
+        let json = connection::settings(store, scope, id)
+            .await?
+            .ok_or_else(|| Error::internal(format!("connection {id} has no stored settings")))?;
+        let settings: Settings =
+            serde_json::from_str(&json).map_err(|e| Error::internal(format!("stored settings of connection {id}: {e}")))?;
+        Ok(Sections { name, ach: settings.ach.is_some(), debtor_bic: settings.iso20022.map(|iso| iso.debtor_agent_bic) })
+    }
+
+    fn require(&self, order: &PaymentOrder, present: bool, section: &str) -> Result<()> {
+        if present {
+            return Ok(());
+        }
+        Err(Error::invalid(
+            "originating_account_id",
+            format!(
+                "the originating account's connection ({}) cannot send {} payment orders: its config has no {section} section",
+                self.name,
+                order.payment_type.as_str()
+            ),
+        ))
     }
 }
 
 fn check_ach(order: &PaymentOrder, receiving: &ReceivingParty) -> Result<()> {
+    // As the cut-off reads the account (`cutoff::items::ach_entry`): MT's `other` account type
+    // is none, and the account number is the first one that is not an IBAN.
     let routing = receiving.routing_details.iter().find(|(kind, _)| kind == "aba").map(|(_, n)| n.as_str());
-    let account = receiving.account_details.first().map(|(_, n)| n.as_str());
+    let account = receiving.account_details.iter().find(|(kind, _)| kind != "iban").map(|(_, n)| n.as_str());
     let ach = AchOrder {
         subtype: order.subtype.as_deref(),
         direction: order.direction,
@@ -53,12 +117,53 @@ fn check_ach(order: &PaymentOrder, receiving: &ReceivingParty) -> Result<()> {
         currency: order.currency,
         routing_number: routing.unwrap_or(""),
         account_number: account.unwrap_or(""),
-        account_type: receiving.account_type.as_deref(),
+        account_type: receiving.account_type.as_deref().filter(|t| *t != "other"),
         party_name: receiving.party_name.as_deref(),
         party_type: receiving.party_type.as_deref(),
         remittance_information: order.remittance_information.as_deref(),
+        receiving_field: receiving.field,
     };
-    validate_order_for_ach(&ach).map(|_| ())
+    validate_order_for_ach(&ach)?;
+    check_same_day(order)
+}
+
+/// Same Day ACH carries at most $1,000,000.00 an entry (NACHA's per-payment limit).
+fn check_same_day(order: &PaymentOrder) -> Result<()> {
+    if order.priority == Priority::High && order.amount.minor_units() > SAME_DAY_AMOUNT_MAX_CENTS {
+        return Err(Error::invalid(
+            "amount",
+            "a same-day ach payment (priority high) carries at most 1,000,000.00: send it with priority normal",
+        ));
+    }
+    Ok(())
+}
+
+fn check_iso(
+    rail: Rail,
+    order: &PaymentOrder,
+    receiving: &ReceivingParty,
+    originating: &InternalAccount,
+    debtor_bic: Option<&str>,
+) -> Result<()> {
+    if order.direction == Direction::Debit {
+        return Err(Error::invalid(
+            "direction",
+            format!("{} payment orders are credit transfers: a debit cannot be sent in a pain.001 file", order.payment_type.as_str()),
+        ));
+    }
+    let view = OrderView {
+        rail,
+        amount: order.amount,
+        currency: order.currency,
+        remittance_information: order.remittance_information.as_deref(),
+        charge_bearer: order.charge_bearer.as_deref(),
+        receiving: account_view(receiving),
+        receiving_field: receiving.field,
+    };
+    check_order(&view)?;
+    let bic = debtor_bic.map(|b| Bic::parse("debtor_agent_bic", b)).transpose()?;
+    let debtor = AccountSnap::of_internal(originating);
+    check_originating(rail, &debtor.view(), bic.as_ref()).map(|_| ())
 }
 
 fn account_view(party: &ReceivingParty) -> AccountView<'_> {

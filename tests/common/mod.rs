@@ -396,6 +396,14 @@ pub async fn cli(server: &TestServer, args: &[&str]) -> std::process::Output {
 /// Registers a live directory-transport connection for `org` on `server` (`payrail connections
 /// add`); returns its id.
 pub async fn live_connection(server: &TestServer, org: &str) -> String {
+    let sections = "[ach]\nimmediate_destination = \"021000021\"\nimmediate_destination_name = \"TEST BANK\"\n\
+                    immediate_origin = \"1234567890\"\nimmediate_origin_name = \"TEST CORP\"\ncompany_id = \"1234567890\"\n\
+                    company_name = \"TEST CORP\"\n[iso20022]\ninitiating_party_name = \"TEST CORP\"\ndebtor_agent_bic = \"CHASUS33XXX\"\n";
+    live_connection_with(server, org, sections).await
+}
+
+/// A live `directory` connection of `org` with these config `sections` ([ach], [iso20022]).
+pub async fn live_connection_with(server: &TestServer, org: &str, sections: &str) -> String {
     let dir = server.dir.path().join(format!("bank-{org}"));
     std::fs::create_dir_all(&dir).unwrap();
     let config = dir.join("connection.toml");
@@ -403,7 +411,7 @@ pub async fn live_connection(server: &TestServer, org: &str) -> String {
         &config,
         format!(
             "name = \"Test Bank\"\norganization = \"{org}\"\nmode = \"live\"\ntimezone = \"America/New_York\"\ncutoffs = [\"16:45\"]\n\
-             [transport]\nkind = \"directory\"\noutbound_dir = \"outbound\"\ninbound_dir = \"inbound\"\n"
+             [transport]\nkind = \"directory\"\noutbound_dir = \"outbound\"\ninbound_dir = \"inbound\"\n{sections}"
         ),
     )
     .unwrap();

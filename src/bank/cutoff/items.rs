@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::bank::ach::{AchOrder, validate_order_for_ach};
+use crate::bank::ach::{AchOrder, SAME_DAY_AMOUNT_MAX_CENTS, validate_order_for_ach};
 use crate::bank::calendar::{self, effective_entry_date};
 use crate::bank::formats::iso20022::rules::{self, AccountView, OrderView};
 use crate::bank::formats::iso20022::{self as iso, ChargeBearer, Counterpart, CreditTransfer, PostalAddress};
@@ -153,7 +153,7 @@ impl AccountSnap {
         }
     }
 
-    fn view(&self) -> AccountView<'_> {
+    pub(crate) fn view(&self) -> AccountView<'_> {
         AccountView {
             party_name: self.party_name.as_deref(),
             party_address: self.party_address.as_ref().map(AddressSnap::postal),
@@ -294,9 +294,14 @@ pub fn ach_entry(item: &Item, created_at: Timestamp) -> Result<(AchKey, EntryInp
         party_name: receiving.party_name.as_deref(),
         party_type: receiving.party_type.as_deref(),
         remittance_information: item.remittance_information.as_deref(),
+        receiving_field: "receiving_account_id",
     };
     let entry = validate_order_for_ach(&order)?;
-    let same_day = item.priority == Priority::High.as_str() && effective_entry_date(to_offset(created_at), true).same_day;
+    // An entry above Same Day ACH's limit goes next-day (creation refuses it; an order stored
+    // before that check still gets sent).
+    let same_day = item.priority == Priority::High.as_str()
+        && i64::try_from(entry.entry.amount_cents).is_ok_and(|cents| cents <= SAME_DAY_AMOUNT_MAX_CENTS)
+        && effective_entry_date(to_offset(created_at), true).same_day;
     let key = AchKey { sec: entry.sec, same_day, description: description(item.statement_descriptor.as_deref()) };
     Ok((key, entry.entry))
 }

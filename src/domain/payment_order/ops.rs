@@ -244,7 +244,7 @@ pub async fn create(ctx: &Ctx<'_>, commit: &dyn Commit, input: &PaymentOrderInpu
     let party = receiving.party.clone();
     let mut order = build(ctx, input, Built { payment_type, total, direction, originating_id, currency, receiving })?;
     if let (Some(rails), Some(party)) = (ctx.rails, &party) {
-        rails.check(&order, party, &originating)?;
+        rails.check(ctx.store, ctx.scope, &order, party, &originating).await?;
     }
     if let Some(given) = &input.ledger_transaction {
         order.ledger_transaction_id = Some(ledger_transactions::stage_for_order(ctx, &mut batch, given, order.id.as_str()).await?);
@@ -526,6 +526,7 @@ pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &Paymen
                 return Err(Error::invalid(field, format!("this payment order can no longer be edited: its status is {current}")));
             }
             apply_edits(&mut order, patch)?;
+            recheck_rails(ctx, &order).await?;
         }
         let moved = match target {
             Some(to) if to != current => Some(current.transition(to, Actor::Client)?),
@@ -552,6 +553,26 @@ pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &Paymen
         Ok(json)
     })
     .await
+}
+
+/// Asks the rails again whether they can carry `order` as a PATCH left it (SPEC B3): an edit
+/// (amount, subtype, priority, texts) the rail cannot carry is refused as the same order would
+/// have been at creation, and the order stays as it was.
+async fn recheck_rails(ctx: &Ctx<'_>, order: &PaymentOrder) -> Result<()> {
+    let Some(rails) = ctx.rails else { return Ok(()) };
+    if order.receiving_account_type != external_account::KIND {
+        return Ok(()); // a book transfer: no file
+    }
+    let (receiving, originating) = tokio::join!(
+        ctx.store.get(external_account::KIND, ctx.scope, order.receiving_account_id.as_str()),
+        ctx.store.get(internal_account::KIND, ctx.scope, order.originating_account_id.as_str())
+    );
+    let receiving = receiving?.ok_or_else(|| {
+        Error::invalid("receiving_account_id", "the receiving account was deleted: cancel this payment order and create another")
+    })?;
+    let originating = originating?.ok_or_else(|| Error::internal("a payment order's originating account is gone"))?;
+    let party = party_of(&parse_external(&receiving)?, "receiving_account_id");
+    rails.check(ctx.store, ctx.scope, order, &party, &internal_account::parse(&originating)?).await
 }
 
 /// Stages what the order's move to `to` does to its ledger transaction, if it has one (SPEC G7).

@@ -1,16 +1,20 @@
-//! Whether a payment order's rail can carry it (SPEC B3), asked when the order is created so an
-//! order its rail cannot carry is refused then, with a 422 naming the field, and never found
-//! out at cut-off.
+//! Whether a payment order's rail can carry it (SPEC B3), asked when the order is created and
+//! again when a PATCH edits it, so an order its rail cannot carry is refused then, with a 422
+//! naming the field, and never found out at cut-off.
 //!
 //! The rules are the bank layer's (they are the file formats' own checks, `bank::rails`); the
 //! domain only says what it asks and hands over what the creation knows, through [`RailRules`],
 //! which the application wires in (`AppState::serving`). Without rules (the command line, unit
 //! tests) nothing is checked.
 
+use async_trait::async_trait;
+
 use super::PaymentOrder;
+use crate::base::api_key::Scope;
 use crate::domain::common::Address;
 use crate::domain::internal_account::InternalAccount;
 use crate::error::Result;
+use crate::store::Store;
 
 /// The receiving account as a rail sees it.
 #[derive(Debug, Clone, Default)]
@@ -28,8 +32,17 @@ pub struct ReceivingParty {
 }
 
 /// The rails' creation-time rules.
+#[async_trait]
 pub trait RailRules: Send + Sync {
-    /// Ok if `order`'s rail can carry it to `receiving` from `originating`; else the 422 naming
-    /// the field it cannot carry.
-    fn check(&self, order: &PaymentOrder, receiving: &ReceivingParty, originating: &InternalAccount) -> Result<()>;
+    /// Ok if `order`'s rail can carry it to `receiving` from `originating`, through the bank
+    /// connection of `originating` (read from `store` in `scope`); else the 422 naming the field
+    /// it cannot carry.
+    async fn check(
+        &self,
+        store: &dyn Store,
+        scope: &Scope,
+        order: &PaymentOrder,
+        receiving: &ReceivingParty,
+        originating: &InternalAccount,
+    ) -> Result<()>;
 }
