@@ -516,11 +516,15 @@ on_both_stores! {
         // The statement is a picture taken once: a later backdated entry leaves it as it was.
         transfer(&server, &key, vec![entry(&wallet, "credit", 7), entry(&cash, "debit", 7)], "posted", Some(&day(2))).await;
         assert_eq!(get(&server, &key, &format!("/api/ledger_account_statements/{id}")).await, statement);
+        // So are its entries: one written later, even dated inside its window, is not in them.
+        transfer(&server, &key, vec![entry(&wallet, "credit", 9), entry(&cash, "debit", 9)], "posted", Some(&day(12))).await;
+        let after = get(&server, &key, &format!("/api/ledger_entries?ledger_account_statement_id={id}")).await;
+        assert_eq!(after, entries, "the statement's entries are the ones its balances were made from");
         // A debit-normal account's statement is signed its way; an empty window is allowed.
         let body = json!({"ledger_account_id": cash, "effective_at_lower_bound": day(30), "effective_at_upper_bound": day(30)});
         let cash_statement = create(&server, &key, "/api/ledger_account_statements", body).await;
         assert_eq!(cash_statement["ledger_account_normal_balance"], "debit");
-        assert_eq!(amounts_of(&cash_statement["starting_balance"]), (11_116, 11_117, 11_116));
+        assert_eq!(amounts_of(&cash_statement["starting_balance"]), (11_125, 11_126, 11_125));
         assert_eq!(cash_statement["ending_balance"], cash_statement["starting_balance"]);
     }
 

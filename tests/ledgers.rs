@@ -632,6 +632,92 @@ on_both_stores! {
         assert_eq!(theirs, json!([]), "another organization sees none of these entries");
     }
 
+    /// A pending reversal that is archived reverses nothing: the original may be reversed again
+    /// (and only once more).
+    #[tokio::test]
+    async fn g2_an_archived_pending_reversal_leaves_the_transaction_reversible() {
+        let server = TestServer::start().await;
+        let key = server.key().await;
+        let ledger = ledger(&server, &key).await;
+        let (a, b) = (account(&server, &key, &ledger, "credit").await, account(&server, &key, &ledger, "debit").await);
+        let (_, original) = transfer(&server, &key, vec![entry(&a, "credit", 300), entry(&b, "debit", 300)], "posted").await;
+        let id = original["id"].as_str().unwrap();
+        let reverse = |body: Value| {
+            let (server, key) = (&server, &key);
+            async move { json(server.post(&format!("/api/ledger_transactions/{id}/reversal"), key, &body).send().await.unwrap()).await }
+        };
+        let (status, pending) = reverse(json!({"status": "pending"})).await;
+        assert_eq!((status, pending["status"].as_str()), (201, Some("pending")), "{pending}");
+        let path = format!("/api/ledger_transactions/{}", pending["id"].as_str().unwrap());
+        let (status, archived) = json(server.patch(&path, &key, &json!({"status": "archived"})).send().await.unwrap()).await;
+        assert_eq!((status, archived["status"].as_str()), (200, Some("archived")), "{archived}");
+        assert_eq!(amounts(&server, &key, &a, "").await, (300, 300, 300), "the archived reversal counts nowhere");
+        let (status, reversal) = reverse(json!({})).await;
+        assert_eq!(status, 201, "{reversal}");
+        assert_eq!(amounts(&server, &key, &a, "").await, (0, 0, 0));
+        let original = get(&server, &key, &format!("/api/ledger_transactions/{id}")).await;
+        assert_eq!(original["reversed_by_ledger_transaction_id"], reversal["id"]);
+        let (status, body) = reverse(json!({})).await;
+        assert_error(status, &body, 422, "parameter_invalid");
+    }
+
+    /// SPEC E4: a PATCH that changes nothing (empty, the status the transaction has, the
+    /// metadata it holds) answers the transaction as it is and writes no version and no event.
+    #[tokio::test]
+    async fn e4_a_ledger_transaction_patch_that_changes_nothing_writes_nothing() {
+        let server = TestServer::start().await;
+        let key = server.key().await;
+        let ledger = ledger(&server, &key).await;
+        let (a, b) = (account(&server, &key, &ledger, "credit").await, account(&server, &key, &ledger, "debit").await);
+        let body = json!({"ledger_entries": [entry(&a, "credit", 5), entry(&b, "debit", 5)], "status": "posted", "metadata": {"k": "v"}});
+        let txn = create(&server, &key, "/api/ledger_transactions", body).await;
+        let id = txn["id"].as_str().unwrap();
+        let path = format!("/api/ledger_transactions/{id}");
+        for patch in [json!({}), json!({"status": "posted"}), json!({"metadata": {"k": "v"}})] {
+            let (status, reply) = json(server.patch(&path, &key, &patch).send().await.unwrap()).await;
+            assert_eq!((status, &reply), (200, &txn), "{patch}");
+        }
+        let versions = get(&server, &key, &format!("/api/ledger_transaction_versions?ledger_transaction_id={id}")).await;
+        assert_eq!(versions.as_array().unwrap().len(), 1, "{versions}");
+        let names = |events: Value| events.as_array().unwrap().iter().map(|e| e["event_name"].as_str().unwrap().to_owned()).collect::<Vec<_>>();
+        assert_eq!(names(get(&server, &key, &format!("/api/events?entity_id={id}")).await), ["created"]);
+        let (status, changed) = json(server.patch(&path, &key, &json!({"metadata": {"k": "w"}})).send().await.unwrap()).await;
+        assert_eq!((status, changed["metadata"]["k"].as_str()), (200, Some("w")));
+        assert_eq!(names(get(&server, &key, &format!("/api/events?entity_id={id}")).await).len(), 2);
+    }
+
+    /// SPEC E2, A3: a `ledgerable_id` names an object of its type the caller can see, as every
+    /// other id in a body does; a type filter outside MT's list is refused.
+    #[tokio::test]
+    async fn e2_a_ledgerable_id_must_name_the_callers_own_object() {
+        let server = TestServer::start().await;
+        let key = server.key().await;
+        let ledger = ledger(&server, &key).await;
+        let (a, b) = (account(&server, &key, &ledger, "credit").await, account(&server, &key, &ledger, "debit").await);
+        let stranger = server.key_for("another-org", Mode::Sandbox).await;
+        let theirs = create(&server, &stranger, "/api/counterparties", json!({"name": "Theirs"})).await;
+        let ours = create(&server, &key, "/api/counterparties", json!({"name": "Ours"})).await;
+        let account_with = |counterparty: &Value| {
+            json!({"name": "Linked", "ledger_id": ledger, "normal_balance": "credit", "currency": "USD",
+                   "ledgerable_type": "counterparty", "ledgerable_id": counterparty["id"]})
+        };
+        let (status, body) = json(server.post("/api/ledger_accounts", &key, &account_with(&theirs)).send().await.unwrap()).await;
+        assert_error(status, &body, 422, "parameter_invalid");
+        assert_eq!(body["errors"]["parameter"], "ledgerable_id");
+        create(&server, &key, "/api/ledger_accounts", account_with(&ours)).await;
+        let unknown = "00000000-0000-4000-8000-000000000000";
+        for (kind, id) in [("payment_order", unknown), ("expected_payment", unknown), ("reversal", unknown)] {
+            let body = json!({"ledger_entries": [entry(&a, "credit", 5), entry(&b, "debit", 5)], "ledgerable_type": kind, "ledgerable_id": id});
+            let (status, reply) = json(server.post("/api/ledger_transactions", &key, &body).send().await.unwrap()).await;
+            assert_error(status, &reply, 422, "parameter_invalid");
+            assert_eq!(reply["errors"]["parameter"], "ledgerable_id", "{kind}: {reply}");
+        }
+        assert_eq!(amounts(&server, &key, &a, "").await, (0, 0, 0), "a refused transaction changes nothing");
+        let (status, reply) = json(server.get("/api/ledger_transactions?ledgerable_type=bogus", &key).send().await.unwrap()).await;
+        assert_error(status, &reply, 422, "parameter_invalid");
+        assert_eq!(reply["errors"]["parameter"], "ledgerable_type");
+    }
+
     #[tokio::test]
     async fn g1_entries_and_transactions_filter_by_status_direction_and_effective_time_as_they_move() {
         // Storage layout level 3: these filters read each entry's posting row, which its

@@ -320,6 +320,9 @@ pub struct PostingFilter {
     /// Effective at or after / at or before (microseconds since the epoch).
     pub effective_from: Option<i64>,
     pub effective_to: Option<i64>,
+    /// Written at or before this version of its account (a statement's entries: those its
+    /// balances were made from).
+    pub version_max: Option<i64>,
 }
 
 /// A page request: newest first, strictly older than `after_seq`.

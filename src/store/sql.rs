@@ -48,6 +48,9 @@ pub fn posting_condition(filter: &PostingFilter, of_parent: bool, mut slot: impl
     if let Some(to) = filter.effective_to {
         bind(&mut sql, " AND p.effective_at <= ", PostingValue::Int(to));
     }
+    if let Some(version) = filter.version_max {
+        bind(&mut sql, " AND p.version <= ", PostingValue::Int(version));
+    }
     if let Some(statuses) = &filter.statuses {
         let codes: Vec<String> = statuses.iter().map(i16::to_string).collect();
         sql.push_str(&format!(" AND p.status IN ({})", if codes.is_empty() { "NULL".into() } else { codes.join(", ") }));
@@ -76,13 +79,14 @@ mod tests {
             statuses: Some(vec![]),
             effective_from: None,
             effective_to: Some(9),
+            version_max: Some(4),
         };
         let (sql, values) = posting_condition(&filter, false, |i| format!("${}", i + 3));
         assert_eq!(
             sql,
-            " AND EXISTS (SELECT 1 FROM ledger_postings p WHERE p.entry_id = o.id AND p.account_id = $4 AND p.debit = $5 AND p.effective_at <= $6 AND p.status IN (NULL))"
+            " AND EXISTS (SELECT 1 FROM ledger_postings p WHERE p.entry_id = o.id AND p.account_id = $4 AND p.debit = $5 AND p.effective_at <= $6 AND p.version <= $7 AND p.status IN (NULL))"
         );
-        assert_eq!(values, [PostingValue::Text("a".into()), PostingValue::Bool(true), PostingValue::Int(9)]);
+        assert_eq!(values, [PostingValue::Text("a".into()), PostingValue::Bool(true), PostingValue::Int(9), PostingValue::Int(4)]);
         let statuses = PostingFilter { statuses: Some(vec![0, 2]), ..PostingFilter::default() };
         let (sql, values) = posting_condition(&statuses, true, |_| "?".into());
         assert!(sql.contains("WHERE e.parent_id = o.id AND p.status IN (0, 2))"), "{sql}");

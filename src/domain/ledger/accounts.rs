@@ -204,6 +204,7 @@ pub async fn create(ctx: &Ctx<'_>, commit: &dyn Commit, input: &AccountInput) ->
     let account = input.build(ctx)?;
     let mut batch = WriteBatch::new();
     require(ctx, &mut batch, super::super::kinds::LEDGER, &account.ledger_id, "ledger_id").await?;
+    super::require_ledgerable(ctx, &mut batch, account.ledgerable_type.as_deref(), account.ledgerable_id.as_deref()).await?;
     super::take_external_id(&mut batch, KIND, &account.ledger_id, account.external_id.as_deref(), "ledger account");
     let new_account = NewAccount { id: &account.id, ledger_id: &account.ledger_id, currency: account.currency() };
     super::categories::stage_memberships(ctx, &mut batch, &new_account, &input.ledger_account_category_ids).await?;

@@ -149,6 +149,7 @@ pub(super) fn posting_filter(ask: PostingAsk<'_>) -> Result<Option<Filter>> {
         statuses,
         effective_from: effective.from.map(Timestamp::as_micros),
         effective_to: effective.to.map(Timestamp::as_micros),
+        version_max: None,
     };
     Ok(Some(Filter::Posting { filter, of_parent }))
 }

@@ -385,6 +385,36 @@ pub fn external_id_key(kind: &str, ledger_id: &str, external_id: &str) -> String
     format!("{kind}.external_id:{ledger_id}:{external_id}")
 }
 
+/// Stages that `ledgerable_id` names an existing object of `ledgerable_type` in the caller's
+/// tenant, as every other id in a request body must (SPEC E2, A3): an id that names nothing, or
+/// another tenant's object, is a 422 naming `ledgerable_id`. Types Payrail keeps no objects of
+/// (`reversal`, `virtual_account`) are refused the same way.
+pub(crate) async fn require_ledgerable(
+    ctx: &super::Ctx<'_>,
+    batch: &mut WriteBatch,
+    ledgerable_type: Option<&str>,
+    ledgerable_id: Option<&str>,
+) -> Result<()> {
+    use super::kinds;
+    let (Some(kind), Some(id)) = (ledgerable_type, ledgerable_id) else { return Ok(()) };
+    let stored_kind = match kind {
+        "payment_order" => kinds::PAYMENT_ORDER,
+        "expected_payment" => kinds::EXPECTED_PAYMENT,
+        "incoming_payment_detail" => kinds::INCOMING_PAYMENT_DETAIL,
+        "return" => kinds::RETURN,
+        "counterparty" => kinds::COUNTERPARTY,
+        "external_account" => kinds::EXTERNAL_ACCOUNT,
+        "internal_account" => kinds::INTERNAL_ACCOUNT,
+        other => {
+            return Err(Error::invalid(
+                "ledgerable_id",
+                format!("ledgerable_id does not name an existing {}: Payrail keeps none", other.replace('_', " ")),
+            ));
+        }
+    };
+    super::require(ctx, batch, stored_kind, id, "ledgerable_id").await.map(|_| ())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

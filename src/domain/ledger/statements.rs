@@ -136,7 +136,9 @@ pub async fn get(ctx: &Ctx<'_>, id: &str) -> Result<String> {
 
 /// The filters a list of ledger entries takes from `ledger_account_statement_id`: the entries
 /// of the statement's account effective within its window (lower bound inclusive, upper
-/// exclusive). A statement the caller cannot see covers no entry.
+/// exclusive) that its balances were made from (written up to its `ledger_account_lock_version`;
+/// later ones, even backdated into the window, are not the statement's). A statement the caller
+/// cannot see covers no entry.
 pub async fn entry_filters(ctx: &Ctx<'_>, id: &str) -> Result<Vec<Filter>> {
     let Some(stored) = ctx.store.get(KIND, ctx.scope, id).await? else {
         return Ok(vec![Filter::IdIn(Vec::new())]);
@@ -146,6 +148,7 @@ pub async fn entry_filters(ctx: &Ctx<'_>, id: &str) -> Result<Vec<Filter>> {
         account_id: Some(statement.ledger_account_id.clone()),
         effective_from: Some(statement.effective_at_lower_bound.as_micros()),
         effective_to: Some(statement.effective_at_upper_bound.as_micros() - 1),
+        version_max: Some(statement.ledger_account_lock_version),
         ..PostingFilter::default()
     };
     Ok(vec![

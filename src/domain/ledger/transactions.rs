@@ -619,6 +619,7 @@ async fn plan(ctx: &Ctx<'_>, input: &TransactionInput) -> Result<Built> {
 pub async fn create(ctx: &Ctx<'_>, commit: &dyn Commit, input: &TransactionInput) -> Result<String> {
     let built = plan(ctx, input).await?;
     let mut batch = WriteBatch::new();
+    super::require_ledgerable(ctx, &mut batch, built.txn.ledgerable_type.as_deref(), built.txn.ledgerable_id.as_deref()).await?;
     let json = stage_new(ctx, &mut batch, built)?;
     commit.commit(batch, &json).await?;
     Ok(json)
@@ -647,6 +648,9 @@ pub struct TransactionFilter {
 }
 
 pub async fn list(ctx: &Ctx<'_>, filter: &TransactionFilter, page: PageSpec) -> Result<ListedPage> {
+    if let Some(kind) = &filter.ledgerable_type {
+        validate::one_of("ledgerable_type", kind, enums::LEDGER_TRANSACTION_LEDGERABLE_TYPES)?;
+    }
     let mut filters: Vec<Filter> = [
         listing::any_id(&filter.ids),
         listing::eq("ledger_id", filter.ledger_id.as_deref()),
@@ -823,12 +827,38 @@ pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &Transa
             ));
         }
         let mut batch = WriteBatch::new();
+        let before = txn.clone();
         let event_name = patch.apply(&mut batch, &mut txn, ctx.now)?;
+        if event_name == "updated" && same_but_for_updated_at(&before, &txn)? {
+            // Nothing changes (an empty patch, the status it has, the metadata it holds): no
+            // version, no event, and the transaction as it is (SPEC E4).
+            return Ok(stored.doc);
+        }
+        if patch.ledgerable_id.is_some() {
+            super::require_ledgerable(ctx, &mut batch, txn.ledgerable_type.as_deref(), txn.ledgerable_id.as_deref()).await?;
+        }
         let json = stage_change(ctx, &mut batch, &txn, &stored, event_name).await?;
         commit.commit(batch, &json).await?;
         Ok(json)
     })
     .await
+}
+
+/// Whether `after` differs from `before` in nothing but its `updated_at`.
+fn same_but_for_updated_at(before: &LedgerTransaction, after: &LedgerTransaction) -> Result<bool> {
+    let mut after = after.clone();
+    after.updated_at = before.updated_at;
+    Ok(to_json(&after)? == to_json(before)?)
+}
+
+/// Whether `txn` stands reversed: its reversal exists and is not archived. A pending reversal
+/// that was archived reverses nothing, so the transaction may be reversed again.
+async fn stands_reversed(ctx: &Ctx<'_>, txn: &LedgerTransaction) -> Result<bool> {
+    let Some(by) = &txn.reversed_by_ledger_transaction_id else { return Ok(false) };
+    Ok(match ctx.store.get(KIND, ctx.scope, by).await? {
+        Some(stored) => parse(&stored)?.status != LedgerStatus::Archived,
+        None => false,
+    })
 }
 
 /// Whether transaction `id` is a ledger account settlement's: its status then follows the
@@ -850,13 +880,14 @@ pub async fn reverse(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, input: &Rever
         if original.status != LedgerStatus::Posted {
             return Err(Error::invalid("id", format!("only a posted ledger transaction can be reversed; this one is {}", original.status)));
         }
-        if original.reversed_by_ledger_transaction_id.is_some() {
+        if stands_reversed(ctx, &original).await? {
             return Err(Error::invalid("id", "this ledger transaction was already reversed"));
         }
         let built = reversal_of(ctx, &original, input).await?;
         original.reversed_by_ledger_transaction_id = Some(built.txn.id.clone());
         original.updated_at = ctx.now;
         let mut batch = WriteBatch::new();
+        super::require_ledgerable(ctx, &mut batch, input.ledgerable_type.as_deref(), input.ledgerable_id.as_deref()).await?;
         stage_change(ctx, &mut batch, &original, &stored, "updated").await?;
         let json = stage_new(ctx, &mut batch, built)?;
         commit.commit(batch, &json).await?;
@@ -1050,11 +1081,12 @@ pub async fn follow_order(
     let stored =
         ctx.store.get(KIND, ctx.scope, txn_id).await?.ok_or_else(|| Error::internal("a payment order's ledger transaction is gone"))?;
     let mut txn = parse(&stored)?;
+    let reversed = follow == Follow::Reverse && stands_reversed(ctx, &txn).await?;
     let event_name = match (follow, txn.status) {
         (_, LedgerStatus::Archived) => return Ok(()),
         (Follow::Post, LedgerStatus::Posted) => return Ok(()),
         (Follow::Archive, LedgerStatus::Posted) => return Ok(()),
-        (Follow::Reverse, LedgerStatus::Posted) if txn.reversed_by_ledger_transaction_id.is_some() => return Ok(()),
+        (Follow::Reverse, LedgerStatus::Posted) if reversed => return Ok(()),
         (Follow::Archive, LedgerStatus::Pending) => {
             settle(batch, &mut txn, LedgerStatus::Archived, ctx.now);
             "archived"
