@@ -190,7 +190,7 @@ fn live_scope(org: &str) -> Scope {
 on_both_stores! {
     /// B2, B3, B4, B6, K: approved live orders end `sent` (events begin_processing then sent),
     /// one file per rail that carta-ach and the official XSD accept, recorded and shown byte for
-    /// byte; what is not due stays approved.
+    /// byte; what is not due (process_after or effective_date ahead) stays approved.
     #[tokio::test]
     async fn b2_b4_live_orders_go_out_in_one_file_per_rail_and_end_sent() {
         let server = TestServer::start().await;
@@ -201,6 +201,9 @@ on_both_stores! {
         let wire = order(&server, &live, json!({"type": "wire", "amount": 1_000_000, "direction": "credit", "receiving_account": wire_receiving("Widgets Inc"), "remittance_information": "PO 7"})).await;
         let rtp = order(&server, &live, json!({"type": "rtp", "amount": 2_500, "direction": "credit", "receiving_account": wire_receiving("Gadgets LLC")})).await;
         let later = order(&server, &live, json!({"type": "ach", "amount": 300, "direction": "credit", "receiving_account": ach_receiving("Later Co"), "process_after": "2099-01-01T00:00:00Z"})).await;
+        // Dated ahead: its money must not move before its effective_date, on either rail kind.
+        let dated = order(&server, &live, json!({"type": "ach", "amount": 310, "direction": "credit", "receiving_account": ach_receiving("Dated Co"), "effective_date": "2099-01-02"})).await;
+        let dated_wire = order(&server, &live, json!({"type": "wire", "amount": 320, "direction": "credit", "receiving_account": wire_receiving("Dated Wire Co"), "effective_date": "2099-01-02"})).await;
         let cancelled = order(&server, &live, json!({"type": "ach", "amount": 400, "direction": "credit", "receiving_account": ach_receiving("Gone Co")})).await;
         let (status, _) = json(server.patch(&format!("/api/payment_orders/{}", cancelled["id"].as_str().unwrap()), &live.key, &json!({"status": "cancelled"})).send().await.unwrap()).await;
         assert_eq!(status, 200);
@@ -254,7 +257,7 @@ on_both_stores! {
                 assert!(references.is_empty());
             }
         }
-        for (left, status) in [(&later, "approved"), (&cancelled, "cancelled")] {
+        for (left, status) in [(&later, "approved"), (&dated, "approved"), (&dated_wire, "approved"), (&cancelled, "cancelled")] {
             assert_eq!(get_order(&server, &live, left["id"].as_str().unwrap()).await["status"], status);
         }
 

@@ -72,13 +72,32 @@ impl Run<'_> {
         !self.scope.live_mode && crate::domain::connection::builtin(&self.scope).id == self.connection_id
     }
 
-    /// Whether `order` is due at this cut-off.
+    /// Whether `order` is due at this cut-off: a live order once its `process_after` has passed
+    /// and this cut-off's file would move the money on or after its `effective_date` (an ACH
+    /// file's effective entry date, an ISO file's requested execution date: the connection's
+    /// local date), so an order dated ahead waits for the last cut-off that still gets its money
+    /// there on that day, never earlier.
     pub fn is_due(&self, order: &crate::domain::payment_order::PaymentOrder) -> bool {
         if order.live_mode {
-            return order.process_after.is_none_or(|at| at <= self.now);
+            return order.process_after.is_none_or(|at| at <= self.now)
+                && self.value_date(order).is_some_and(|date| date.as_str() >= order.effective_date.as_str());
         }
         let pace = self.sandbox_pace.as_micros() as i64;
         crate::domain::payment_order::bank::ready_at(order).is_some_and(|at| at.plus_micros(pace) <= self.now)
+    }
+}
+
+impl Run<'_> {
+    /// The day (`YYYY-MM-DD`) a file made now would move `order`'s money; `None` (not due) if
+    /// the connection's time zone cannot be read.
+    fn value_date(&self, order: &crate::domain::payment_order::PaymentOrder) -> Option<String> {
+        use crate::domain::enums::{PaymentType, Priority};
+        if order.payment_type == PaymentType::Ach {
+            let high = order.priority == Priority::High;
+            let date = super::calendar::effective_entry_date(items::to_offset(self.now), high).date;
+            return Some(format!("{:04}-{:02}-{:02}", date.year(), u8::from(date.month()), date.day()));
+        }
+        local_time(&self.settings.timezone, self.now).ok().map(|local| local.strftime("%Y-%m-%d").to_string())
     }
 }
 
