@@ -370,6 +370,35 @@ async fn sandbox_bank_never_moves_live_orders() {
 }
 
 on_both_stores! {
+/// SPEC B3: an order reads its receiving account when its cut-off comes, so while it is unsent
+/// the account cannot change in a way its rail cannot carry (422 naming the account's field),
+/// nor be deleted, alone or with its counterparty (409); once the order is cancelled, it can.
+#[tokio::test]
+async fn b3_an_unsent_order_s_receiving_account_keeps_what_its_rail_needs() {
+    let server = frozen_bank().await;
+    let key = server.key().await;
+    let usd = internal_account(&server, &key, "USD").await;
+    let (counterparty_id, receiving) = counterparty(&server, &key).await;
+    let id = create_order(&server, &key, &order(&usd, &receiving, 100)).await["id"].as_str().unwrap().to_owned();
+    let account_path = format!("/api/external_accounts/{receiving}");
+    let (status, body) = json(server.patch(&account_path, &key, &json!({"party_name": "J\u{fc}rgen M\u{fc}ller"})).send().await.unwrap()).await;
+    assert_error(status, &body, 422, "parameter_invalid");
+    assert_eq!(body["errors"]["parameter"], "party_name", "{body}");
+    let (status, body) = json(server.patch(&account_path, &key, &json!({"party_name": "Jurgen Muller"})).send().await.unwrap()).await;
+    assert_eq!((status, body["party_name"].as_str()), (200, Some("Jurgen Muller")), "{body}");
+    for path in [account_path.clone(), format!("/api/counterparties/{counterparty_id}")] {
+        let (status, body) = json(server.delete(&path, &key).send().await.unwrap()).await;
+        assert_error(status, &body, 409, "conflict");
+        assert!(body["errors"]["message"].as_str().unwrap().contains(&id), "{body}");
+    }
+    let (status, _) = patch_order(&server, &key, &id, &json!({"status": "cancelled"})).await;
+    assert_eq!(status, 200);
+    let response = server.delete(&format!("/api/counterparties/{counterparty_id}"), &key).send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 204);
+}
+}
+
+on_both_stores! {
 /// SPEC B3: a live order whose connection cannot make its rail's file (no `[ach]` or
 /// `[iso20022]` section in its config) is refused at creation, naming the paying account,
 /// rather than waiting at every cut-off.

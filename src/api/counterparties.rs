@@ -10,6 +10,7 @@ use crate::app::AppState;
 use crate::app::WriteContext;
 use crate::domain::counterparty::{self, Counterparty, CounterpartyFilter, CounterpartyInput, CounterpartyPatch};
 use crate::domain::listing::time_bound;
+use crate::domain::payment_order::receiving::OrdersToSend;
 use crate::error::Error;
 use crate::http::auth::Principal;
 use crate::http::extract::{JsonBody, PathId, QueryParams};
@@ -117,6 +118,6 @@ pub async fn delete(
     PathId(id): PathId,
 ) -> Result<Response, Error> {
     let scope = principal.scope();
-    counterparty::delete(&state.ctx(&scope), &state.committer(&write, StatusCode::NO_CONTENT.as_u16()), &id).await?;
+    counterparty::delete(&state.ctx(&scope), &state.committer(&write, StatusCode::NO_CONTENT.as_u16()), &id, &OrdersToSend).await?;
     Ok(no_content())
 }

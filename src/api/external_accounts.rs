@@ -9,6 +9,7 @@ use super::{created_json, no_content, ok_json, param};
 use crate::app::AppState;
 use crate::app::WriteContext;
 use crate::domain::external_account::{self, ExternalAccount, ExternalAccountFilter, ExternalAccountInput, ExternalAccountPatch};
+use crate::domain::payment_order::receiving::OrdersToSend;
 use crate::error::Error;
 use crate::http::auth::Principal;
 use crate::http::extract::{JsonBody, PathId, QueryParams};
@@ -93,7 +94,8 @@ pub async fn update(
     JsonBody(patch): JsonBody<ExternalAccountPatch>,
 ) -> Result<Response, Error> {
     let scope = principal.scope();
-    let json = external_account::update(&state.ctx(&scope), &state.committer(&write, StatusCode::OK.as_u16()), &id, &patch).await?;
+    let json =
+        external_account::update(&state.ctx(&scope), &state.committer(&write, StatusCode::OK.as_u16()), &id, &patch, &OrdersToSend).await?;
     Ok(ok_json(json))
 }
 
@@ -112,6 +114,6 @@ pub async fn delete(
     PathId(id): PathId,
 ) -> Result<Response, Error> {
     let scope = principal.scope();
-    external_account::delete(&state.ctx(&scope), &state.committer(&write, StatusCode::NO_CONTENT.as_u16()), &id).await?;
+    external_account::delete(&state.ctx(&scope), &state.committer(&write, StatusCode::NO_CONTENT.as_u16()), &id, &OrdersToSend).await?;
     Ok(no_content())
 }

@@ -275,11 +275,12 @@ pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &Counte
 }
 
 /// Deletes the counterparty and its accounts, with a `deleted` event for each of them.
-pub async fn delete(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str) -> Result<()> {
+pub async fn delete(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, uses: &dyn external_account::AccountUses) -> Result<()> {
     let stored = ctx.store.get(KIND, ctx.scope, id).await?.ok_or_else(|| Error::not_found("counterparty"))?;
     let last = render(ctx, std::slice::from_ref(&stored)).await?.remove(0);
     let mut batch = WriteBatch::new();
     for account in ctx.store.children(external_account::KIND, ctx.scope, std::slice::from_ref(&stored.id)).await? {
+        uses.allow(ctx, &external_account::parse(&account)?, None).await?;
         // Each account must still be there at commit, so its event is never a ghost's.
         batch.push(Write::Delete { kind: external_account::KIND, scope: ctx.scope.clone(), id: account.id.clone() });
         batch.push(Write::Insert(event::record(ctx.scope, external_account::KIND, "deleted", &account.id, &account.doc, ctx.now)?));

@@ -296,11 +296,22 @@ pub async fn list(ctx: &Ctx<'_>, filter: &ExternalAccountFilter, page: PageSpec)
     listing::stored_page(ctx, KIND, filters, page).await
 }
 
-pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &ExternalAccountPatch) -> Result<String> {
+/// What must agree before an external account changes or goes, beyond the account itself: the
+/// payment orders still to be sent to it (SPEC B3), which live in a module that imports this one
+/// (`payment_order::receiving`), so they are asked through this trait.
+#[async_trait::async_trait]
+pub trait AccountUses: Send + Sync {
+    /// Ok if `account` may become `changed` (`None`: be deleted); else the refusal.
+    async fn allow(&self, ctx: &Ctx<'_>, account: &ExternalAccount, changed: Option<&ExternalAccount>) -> Result<()>;
+}
+
+pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &ExternalAccountPatch, uses: &dyn AccountUses) -> Result<String> {
     retry_on_conflict(|| async {
         let stored = ctx.store.get(KIND, ctx.scope, id).await?.ok_or_else(|| Error::not_found("external account"))?;
         let mut account = parse(&stored)?;
+        let before = account.clone();
         account.apply(patch, Stamp { live_mode: ctx.scope.live_mode, now: ctx.now })?;
+        uses.allow(ctx, &before, Some(&account)).await?;
         let mut batch = WriteBatch::new();
         if let Some(cp) = &account.counterparty_id {
             batch.push(Write::Require {
@@ -319,8 +330,9 @@ pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &Extern
     .await
 }
 
-pub async fn delete(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str) -> Result<()> {
+pub async fn delete(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, uses: &dyn AccountUses) -> Result<()> {
     let stored = ctx.store.get(KIND, ctx.scope, id).await?.ok_or_else(|| Error::not_found("external account"))?;
+    uses.allow(ctx, &parse(&stored)?, None).await?;
     let mut batch = WriteBatch::new();
     batch.push(Write::Delete { kind: KIND, scope: ctx.scope.clone(), id: id.to_owned() });
     batch.push(Write::Insert(event::record(ctx.scope, KIND, "deleted", id, &stored.doc, ctx.now)?));

@@ -13,6 +13,7 @@ pub mod bank;
 pub mod carry;
 pub mod ops;
 pub mod rails;
+pub mod receiving;
 pub mod status;
 
 use serde::{Deserialize, Serialize};

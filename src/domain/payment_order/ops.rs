@@ -107,7 +107,7 @@ struct Receiving {
 }
 
 /// An external account as the rails' creation-time rules see it.
-fn party_of(account: &external_account::ExternalAccount, field: &'static str) -> ReceivingParty {
+pub(super) fn party_of(account: &external_account::ExternalAccount, field: &'static str) -> ReceivingParty {
     ReceivingParty {
         field,
         account_type: Some(account.account_type.clone()),
