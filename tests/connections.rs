@@ -147,12 +147,28 @@ on_both_stores! {
         assert_eq!(status, 201, "{body}");
         assert_eq!(body["connection"]["id"], id.as_str());
         assert_eq!(body["connection"]["vendor_name"], "Test Bank");
+        // A live account may carry its bank's own numbers (what its files name); a sandbox one
+        // gets the sandbox bank's.
+        let numbered = json!({"name": "Ops", "currency": "USD", "connection_id": id,
+            "account_details": [{"account_number": "987654321"}],
+            "routing_details": [{"routing_number": "021000021", "routing_number_type": "aba"}]});
+        let (status, body) = json(server.post("/api/internal_accounts", &live, &numbered).send().await.unwrap()).await;
+        assert_eq!(status, 201, "{body}");
+        assert_eq!(body["account_details"][0]["account_number"], "987654321");
+        assert_eq!((body["routing_details"].as_array().unwrap().len(), body["routing_details"][0]["routing_number"].as_str()), (1, Some("021000021")));
+        let mut bad = numbered.clone();
+        bad["routing_details"][0]["routing_number"] = json!("021000022");
+        let (status, body) = json(server.post("/api/internal_accounts", &live, &bad).send().await.unwrap()).await;
+        assert_eq!((status, body["errors"]["parameter"].as_str()), (422, Some("routing_details[0].routing_number")), "{body}");
         // Sandbox: the built-in connection when none is named.
         let sandbox = server.key().await;
         let (status, body) = json(server.post("/api/internal_accounts", &sandbox, &json!({"name": "Ops", "currency": "USD"})).send().await.unwrap()).await;
         assert_eq!(status, 201, "{body}");
         let (_, listed) = json(server.get("/api/connections", &sandbox).send().await.unwrap()).await;
         assert_eq!(body["connection"]["id"], listed[0]["id"]);
+        let sandbox_numbered = json!({"name": "Ops", "currency": "USD", "account_details": [{"account_number": "987654321"}]});
+        let (status, body) = json(server.post("/api/internal_accounts", &sandbox, &sandbox_numbered).send().await.unwrap()).await;
+        assert_eq!((status, body["errors"]["parameter"].as_str()), (422, Some("account_details")), "{body}");
     }
 }
 

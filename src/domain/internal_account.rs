@@ -15,7 +15,8 @@ use utoipa::ToSchema;
 
 use super::api_key::Scope;
 use super::common::{
-    AccountDetail, Address, AddressInput, PARTY_TYPES, RoutingDetail, Stamp, account_detail, new_id, nullable, routing_detail,
+    AccountDetail, AccountDetailInput, Address, AddressInput, PARTY_TYPES, RoutingDetail, RoutingDetailInput, Stamp, account_detail,
+    new_id, nullable, routing_detail,
 };
 use super::connection::Connection;
 use super::enums::{Direction, PaymentType};
@@ -122,6 +123,15 @@ pub struct InternalAccountInput {
     pub external_id: Option<String>,
     #[schema(schema_with = schema::metadata_or_null)]
     pub metadata: Option<Metadata>,
+    /// Live mode only, a Payrail addition to MT's request: the bank's own numbers for the
+    /// account, which the files sent for it name (a pain.001 debtor) and the statements received
+    /// for it match. Without them a live account gets placeholder numbers, as a sandbox one
+    /// gets the sandbox bank's.
+    #[serde(default)]
+    pub account_details: Vec<AccountDetailInput>,
+    /// Live mode only, as `account_details`: the bank's routing numbers for the account.
+    #[serde(default)]
+    pub routing_details: Vec<RoutingDetailInput>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
@@ -182,7 +192,7 @@ impl InternalAccountInput {
         }
         let name = validate::text("name", self.name.as_deref().ok_or_else(|| Error::missing("name"))?, TEXT_LEN_MAX)?;
         let currency = Currency::parse("currency", self.currency.as_deref().ok_or_else(|| Error::missing("currency"))?)?;
-        let number: String = (0..12).map(|_| char::from(b'0' + rand::rng().random_range(0..10u8))).collect();
+        let (account_details, routing_details) = self.bank_numbers(currency, stamp)?;
         Ok(InternalAccount {
             id: new_id(),
             object: KIND.into(),
@@ -196,8 +206,8 @@ impl InternalAccountInput {
             party_type: self.party_type.as_deref().map(|t| validate::one_of("party_type", t, PARTY_TYPES)).transpose()?,
             party_address: self.party_address.as_ref().map(|a| a.build("party_address", stamp)).transpose()?,
             currency,
-            account_details: account_details(number, currency, stamp),
-            routing_details: vec![routing_detail(SANDBOX_ROUTING_NUMBER.into(), "aba".into(), None, SANDBOX_BANK_NAME.into(), stamp)],
+            account_details,
+            routing_details,
             account_capabilities: super::common::build_all("account_capabilities", &self.account_capabilities, |c, at| c.build(at, stamp))?,
             connection,
             counterparty_id: self.counterparty_id.as_deref().map(|id| validate::id("counterparty_id", id)).transpose()?,
@@ -213,6 +223,30 @@ impl InternalAccountInput {
             created_at: stamp.now,
             updated_at: stamp.now,
         })
+    }
+}
+
+impl InternalAccountInput {
+    /// The account's numbers: those given (live mode), else Payrail's: a random account number
+    /// (and an IBAN for EUR) at the sandbox bank's routing number.
+    fn bank_numbers(&self, currency: Currency, stamp: Stamp) -> Result<(Vec<AccountDetail>, Vec<RoutingDetail>)> {
+        let given = !self.account_details.is_empty() || !self.routing_details.is_empty();
+        if given && !stamp.live_mode {
+            let param = if self.account_details.is_empty() { "routing_details" } else { "account_details" };
+            return Err(Error::invalid(param, format!("{param} are given in live mode only: a sandbox account gets the sandbox bank's")));
+        }
+        let accounts = match self.account_details.is_empty() {
+            true => {
+                let number: String = (0..12).map(|_| char::from(b'0' + rand::rng().random_range(0..10u8))).collect();
+                account_details(number, currency, stamp)
+            }
+            false => super::common::build_all("account_details", &self.account_details, |d, at| d.build(at, stamp))?,
+        };
+        let routings = match self.routing_details.is_empty() {
+            true => vec![routing_detail(SANDBOX_ROUTING_NUMBER.into(), "aba".into(), None, SANDBOX_BANK_NAME.into(), stamp)],
+            false => super::common::build_all("routing_details", &self.routing_details, |d, at| d.build(at, stamp))?,
+        };
+        Ok((accounts, routings))
     }
 }
 
