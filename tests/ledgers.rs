@@ -389,6 +389,12 @@ on_both_stores! {
         assert_eq!(body["errors"]["parameter"], "ledger_entries[0].lock_version");
         assert_eq!(amounts(&server, &key, &a, "").await, (10, 10, 10));
         assert_eq!(amounts(&server, &key, &b, "").await, (10, 10, 10), "the other account was not touched either");
+        // A negative version is no race: it can never match, so it is a 422.
+        let mut negative = entry(&a, "credit", 1);
+        negative["lock_version"] = json!(-1);
+        let (status, reply) = transfer(&server, &key, vec![negative, entry(&b, "debit", 1)], "posted").await;
+        assert_error(status, &reply, 422, "parameter_invalid");
+        assert_eq!(reply["errors"]["parameter"], "ledger_entries[0].lock_version");
         let mut current = entry(&a, "credit", 1);
         current["lock_version"] = json!(1);
         let (status, reply) = transfer(&server, &key, vec![current, entry(&b, "debit", 1)], "posted").await;
@@ -684,6 +690,20 @@ on_both_stores! {
         let (status, changed) = json(server.patch(&path, &key, &json!({"metadata": {"k": "w"}})).send().await.unwrap()).await;
         assert_eq!((status, changed["metadata"]["k"].as_str()), (200, Some("w")));
         assert_eq!(names(get(&server, &key, &format!("/api/events?entity_id={id}")).await).len(), 2);
+        // The same for a ledger, a ledger account and an entry.
+        let entry_id = txn["ledger_entries"][0]["id"].as_str().unwrap().to_owned();
+        for (path, patch) in [
+            (format!("/api/ledgers/{ledger}"), json!({"name": "Books"})),
+            (format!("/api/ledger_accounts/{a}"), json!({})),
+            (format!("/api/ledger_entries/{entry_id}"), json!({"metadata": {}})),
+        ] {
+            let before = get(&server, &key, &path).await;
+            let events = format!("/api/events?entity_id={}", path.rsplit('/').next().unwrap());
+            let events_before = names(get(&server, &key, &events).await);
+            let (status, reply) = json(server.patch(&path, &key, &patch).send().await.unwrap()).await;
+            assert_eq!((status, &reply["updated_at"]), (200, &before["updated_at"]), "{path}: {reply}");
+            assert_eq!(names(get(&server, &key, &events).await), events_before, "{path}");
+        }
     }
 
     /// SPEC E2, A3: a `ledgerable_id` names an object of its type the caller can see, as every

@@ -166,8 +166,31 @@ impl<S: Send + Sync> FromRequestParts<S> for QueryParams {
             let name = name.replace('\0', "");
             return Err(Error::invalid(name.clone(), format!("{name} must not contain NUL characters")));
         }
+        unknown_operator(&query)?;
         Ok(query)
     }
+}
+
+/// The range filters lists take as `name[op]=value` (MT's deep-object parameters).
+const RANGE_FILTERS: &[&str] = &["created_at", "updated_at", "effective_at", "effective_date", "version"];
+/// Their operators.
+const RANGE_OPERATORS: &[&str] = &["gt", "gte", "lt", "lte", "eq"];
+
+/// Refuses a range filter with an operator it does not have (`effective_at[gtee]`): the filter
+/// is known, so ignoring the typo would answer a page it did not narrow (SPEC L2 ignores only
+/// unknown parameters). 422 naming it.
+fn unknown_operator(query: &QueryParams) -> Result<(), Error> {
+    for (key, _) in &query.0 {
+        let Some((base, rest)) = key.split_once('[') else { continue };
+        if !RANGE_FILTERS.contains(&base) {
+            continue;
+        }
+        let op = rest.strip_suffix(']').unwrap_or(rest);
+        if !RANGE_OPERATORS.contains(&op) {
+            return Err(Error::invalid(key.clone(), format!("{key}: {base} takes the operators gt, gte, lt, lte and eq")));
+        }
+    }
+    Ok(())
 }
 
 /// The `{id}` segment of a path. An id that cannot name anything is simply not found.
@@ -187,6 +210,26 @@ impl<S: Send + Sync> FromRequestParts<S> for PathId {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn l2_a_known_range_filter_with_an_unknown_operator_is_refused_naming_it() {
+        let refused = |q: &str| match unknown_operator(&QueryParams::parse(Some(q))) {
+            Err(Error::Invalid { parameter, .. }) => Some(parameter),
+            _ => None,
+        };
+        assert_eq!(refused("effective_at%5Bgtee%5D=2024-01-01T00:00:00Z"), Some("effective_at[gtee]".into()));
+        assert_eq!(refused("created_at[bogus]=x&per_page=2"), Some("created_at[bogus]".into()));
+        assert_eq!(refused("version[]=3"), Some("version[]".into()));
+        for fine in [
+            "effective_at[gte]=x&created_at[lt]=y&version[eq]=1",
+            "metadata[gtee]=x",
+            "balances[effective_at]=x",
+            "order_by[created_at]=desc",
+            "nope[x]=1",
+        ] {
+            assert_eq!(refused(fine), None, "{fine}");
+        }
+    }
 
     #[derive(serde::Deserialize, Debug)]
     #[allow(dead_code)]

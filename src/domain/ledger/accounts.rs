@@ -316,6 +316,7 @@ pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &Accoun
     retry_on_conflict(|| async {
         let stored = ctx.store.get(KIND, ctx.scope, id).await?.ok_or_else(|| Error::not_found("ledger account"))?;
         let mut account = parse(&stored)?;
+        let before = account.clone();
         let mut batch = WriteBatch::new();
         let ledger_id = account.ledger_id.clone();
         let named = super::Named {
@@ -325,6 +326,11 @@ pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &Accoun
             external_id: &mut account.external_id,
         };
         named.apply(patch, &mut batch, KIND, &ledger_id, "ledger account")?;
+        if (&account.name, &account.description, &account.metadata, &account.external_id)
+            == (&before.name, &before.description, &before.metadata, &before.external_id)
+        {
+            return render_one(ctx, &account).await; // nothing changes: no event (SPEC E4)
+        }
         account.updated_at = ctx.now;
         let json = render_one(ctx, &account).await?;
         batch.push(Write::Replace { record: account.record(ctx.scope)?, expected_version: stored.version });

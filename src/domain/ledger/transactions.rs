@@ -295,6 +295,10 @@ impl EntryInput {
         }
         let account_id = self.ledger_account_id.as_deref().ok_or_else(|| Error::missing(param("ledger_account_id")))?;
         let lock_version = self.lock_version.as_ref().filter(|v| !v.is_null()).map(|v| integer(&param("lock_version"), v)).transpose()?;
+        if lock_version.is_some_and(|v| v < 0) {
+            // No account is ever at a negative version: a mistake, not a race (409).
+            return Err(Error::invalid(param("lock_version"), format!("{} must be 0 or more", param("lock_version"))));
+        }
         let mut all = conditions(&param("pending_balance_amount"), BalanceKind::Pending, self.pending_balance_amount.as_ref())?;
         all.extend(conditions(&param("posted_balance_amount"), BalanceKind::Posted, self.posted_balance_amount.as_ref())?);
         all.extend(conditions(&param("available_balance_amount"), BalanceKind::Available, self.available_balance_amount.as_ref())?);
@@ -1127,9 +1131,14 @@ pub async fn update_entry(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &
     retry_on_conflict(|| async {
         let stored = ctx.store.get(entries::KIND, ctx.scope, id).await?.ok_or_else(|| Error::not_found("ledger entry"))?;
         let mut entry = entries::parse(&stored)?;
-        if let Some(metadata) = &patch.metadata {
-            entry.metadata = validate::merge_metadata("metadata", &entry.metadata, metadata)?;
+        let metadata = match &patch.metadata {
+            Some(patch) => validate::merge_metadata("metadata", &entry.metadata, patch)?,
+            None => entry.metadata.clone(),
+        };
+        if metadata == entry.metadata {
+            return Ok(stored.doc); // nothing changes: no event (SPEC E4)
         }
+        entry.metadata = metadata;
         entry.updated_at = ctx.now;
         let mut batch = WriteBatch::new();
         replace_entry_copy(ctx, &mut batch, &entry).await?;
