@@ -13,11 +13,14 @@
 //! when there is something to claim: no empty files.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::LazyLock;
+use std::time::{Duration, Instant};
 
 use super::Run;
 use super::files::{self, BankFile, FileStatus, Group, HeaderValues, Part};
 use super::items::{AccountSnap, Item, Rail, ach_entry, iso_debtor, iso_transfer, to_offset};
 use crate::bank::calendar;
+use crate::base::log_limit::LogLimit;
 use crate::bank::formats::nacha::FileIdModifier;
 use crate::domain::common::new_id;
 use crate::domain::external_account::{self, ExternalAccount};
@@ -56,6 +59,11 @@ pub struct Filled {
     /// The file reached [`FILE_ORDERS_MAX`]: more due orders may be waiting.
     pub full: bool,
 }
+
+/// How often one order left approved by every cut-off is logged again: each sandbox pass and
+/// each cut-off meets it, and one line a pass per order flooded the log.
+const STUCK_LOG_EVERY: Duration = Duration::from_secs(600);
+static STUCK_LOG: LazyLock<LogLimit> = LazyLock::new(|| LogLimit::new(STUCK_LOG_EVERY));
 
 /// Claims the due orders of `rail` into a new file; `None` when nothing was claimed.
 ///
@@ -223,7 +231,9 @@ async fn place(run: &Run<'_>, rail: Rail, page: Vec<StoredObject>, debtors: &Has
     let mut out = Vec::with_capacity(due.len());
     for (stored, order) in due {
         let Some(snap) = receiving.get(order.receiving_account_id.as_str()) else {
-            tracing::warn!(order = %order.id, "a due payment order's receiving account is gone; it stays approved");
+            if let Some(suppressed) = STUCK_LOG.admit(&format!("{}/gone", order.id), Instant::now()) {
+                tracing::warn!(order = %order.id, suppressed, "a due payment order's receiving account is gone; it stays approved");
+            }
             continue;
         };
         let item = Item::of(&order, snap.clone());
@@ -246,10 +256,14 @@ async fn place(run: &Run<'_>, rail: Rail, page: Vec<StoredObject>, debtors: &Has
                 let debtor_account_id = order.originating_account_id.to_string();
                 out.push(Placed { order, version: stored.version, item, key, debtor_account_id })
             }
-            Err(err) => tracing::warn!(
-                order = %order.id, rail = rail.as_str(), error = %err,
-                "a due payment order cannot be carried by its rail; it stays approved (it should have been refused at creation)"
-            ),
+            Err(err) => {
+                if let Some(suppressed) = STUCK_LOG.admit(&format!("{}/rail", order.id), Instant::now()) {
+                    tracing::warn!(
+                        order = %order.id, rail = rail.as_str(), error = %err, suppressed,
+                        "a due payment order cannot be carried by its rail; it stays approved (it should have been refused at creation)"
+                    );
+                }
+            }
         }
     }
     Ok(out)
