@@ -351,9 +351,23 @@ on_both_stores! {
             assert_error(status, &body, 422, if parameter.ends_with("amount") && body["errors"]["code"] == "parameter_missing" { "parameter_missing" } else { "parameter_invalid" });
             assert_eq!(body["errors"]["parameter"], parameter, "{entries:?}: {body}");
         }
+        // An effective_at and an effective_date that say different days; both agreeing is fine
+        // (checked below, after "nothing was written").
+        let dated = |date: &str| {
+            json!({"ledger_entries": [entry(&a, "credit", 5), entry(&b, "debit", 5)], "effective_at": "2026-03-01T10:00:00Z", "effective_date": date})
+        };
+        let (status, body) = json(server.post("/api/ledger_transactions", &key, &dated("2026-03-02")).send().await.unwrap()).await;
+        assert_error(status, &body, 422, "parameter_invalid");
+        assert_eq!(body["errors"]["parameter"], "effective_date");
         assert_eq!(amounts(&server, &key, &a, "").await, (0, 0, 0), "nothing was written");
         let account_doc = get(&server, &key, &format!("/api/ledger_accounts/{a}")).await;
         assert_eq!(account_doc["lock_version"], 0);
+        let (status, body) = json(server.post("/api/ledger_transactions", &key, &dated("2026-03-01")).send().await.unwrap()).await;
+        assert_eq!((status, body["effective_date"].as_str()), (201, Some("2026-03-01")), "{body}");
+        let both = format!("/api/ledger_accounts/{a}?balances%5Beffective_at%5D=2026-03-01T00:00:00Z&balances%5Bas_of_date%5D=2026-03-01");
+        let (status, body) = json(server.get(&both, &key).send().await.unwrap()).await;
+        assert_error(status, &body, 422, "parameter_invalid");
+        assert_eq!(body["errors"]["parameter"], "balances[as_of_date]");
         // Accounts: a ledger the caller cannot see, a bad currency, a missing normal balance.
         for (body, parameter) in [
             (json!({"name": "x", "ledger_id": stranger_ledger, "normal_balance": "debit", "currency": "USD"}), "ledger_id"),

@@ -178,7 +178,10 @@ impl BalanceQuery {
         };
         let lower = at("balances[effective_at_lower_bound]", false)?;
         let upper_exclusive = at("balances[effective_at_upper_bound]", false)?;
-        let inclusive = [effective_at, as_of_date].into_iter().flatten().min();
+        if effective_at.is_some() && as_of_date.is_some() {
+            return Err(Error::invalid("balances[as_of_date]", "give balances[effective_at] or balances[as_of_date], not both"));
+        }
+        let inclusive = effective_at.or(as_of_date);
         let upper = match (inclusive, upper_exclusive) {
             (Some(_), Some(_)) => {
                 return Err(Error::invalid(

@@ -457,7 +457,19 @@ pub fn parse(stored: &StoredObject) -> Result<LedgerTransaction> {
 /// else now).
 fn effective_time(at: Option<&str>, date: Option<&str>, now: Timestamp) -> Result<Timestamp> {
     match (at, date) {
-        (Some(text), _) => effective_at("effective_at", text),
+        (Some(text), Some(date)) => {
+            let at = effective_at("effective_at", text)?;
+            parse_date("effective_date", date)?;
+            // Both may be given only when they say the same day; else which one counts is a guess.
+            if date_of(at) != date {
+                return Err(Error::invalid(
+                    "effective_date",
+                    format!("effective_date {date} is not the day of effective_at {text}: give one of them"),
+                ));
+            }
+            Ok(at)
+        }
+        (Some(text), None) => effective_at("effective_at", text),
         (None, Some(date)) => parse_date("effective_date", date),
         (None, None) => Ok(now),
     }
