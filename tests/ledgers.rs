@@ -107,6 +107,13 @@ async fn account(server: &TestServer, key: &Key, ledger_id: &str, normal: &str) 
     create(server, key, "/api/ledger_accounts", body).await["id"].as_str().unwrap().to_owned()
 }
 
+/// A ledger with a credit-normal and a debit-normal USD account: (ledger, credit, debit).
+async fn books(server: &TestServer, key: &Key) -> (String, String, String) {
+    let ledger = ledger(server, key).await;
+    let (a, b) = (account(server, key, &ledger, "credit").await, account(server, key, &ledger, "debit").await);
+    (ledger, a, b)
+}
+
 fn entry(account: &str, direction: &str, amount: i64) -> Value {
     json!({"ledger_account_id": account, "direction": direction, "amount": amount})
 }
@@ -169,8 +176,7 @@ async fn settle_some(server: &TestServer, key: &Key, written: &mut [(String, Str
 async fn as_of_between_entries_of_one_second_and_decades_apart(padding: i64) {
     let server = TestServer::start().await;
     let key = server.key().await;
-    let ledger = ledger(&server, &key).await;
-    let (a, b) = (account(&server, &key, &ledger, "credit").await, account(&server, &key, &ledger, "debit").await);
+    let (_, a, b) = books(&server, &key).await;
     for _ in 0..padding {
         let body = json!({"status": "posted", "effective_at": "2090-01-01T00:00:00Z", "ledger_entries": [entry(&a, "credit", 7), entry(&b, "debit", 7)]});
         assert_eq!(server.post("/api/ledger_transactions", &key, &body).send().await.unwrap().status(), 201);
@@ -292,8 +298,7 @@ on_both_stores! {
     async fn g2_archived_entries_count_nowhere_and_posted_transactions_are_immutable() {
         let server = TestServer::start().await;
         let key = server.key().await;
-        let ledger = ledger(&server, &key).await;
-        let (a, b) = (account(&server, &key, &ledger, "credit").await, account(&server, &key, &ledger, "debit").await);
+        let (_, a, b) = books(&server, &key).await;
         let (_, pending) = transfer(&server, &key, vec![entry(&a, "credit", 700), entry(&b, "debit", 700)], "pending").await;
         let id = pending["id"].as_str().unwrap();
         assert_eq!(amounts(&server, &key, &a, "").await, (700, 0, 0));
@@ -325,8 +330,7 @@ on_both_stores! {
     async fn g2_bad_input_is_refused_naming_the_parameter_and_changes_nothing() {
         let server = TestServer::start().await;
         let key = server.key().await;
-        let ledger = ledger(&server, &key).await;
-        let (a, b) = (account(&server, &key, &ledger, "credit").await, account(&server, &key, &ledger, "debit").await);
+        let (ledger, a, b) = books(&server, &key).await;
         let other_ledger = self::ledger(&server, &key).await;
         let foreign = account(&server, &key, &other_ledger, "debit").await;
         let eur = create(&server, &key, "/api/ledger_accounts", json!({"name": "E", "ledger_id": ledger, "normal_balance": "debit", "currency": "EUR"})).await;
@@ -390,8 +394,7 @@ on_both_stores! {
     async fn g4_a_stale_lock_version_is_409_and_changes_nothing() {
         let server = TestServer::start().await;
         let key = server.key().await;
-        let ledger = ledger(&server, &key).await;
-        let (a, b) = (account(&server, &key, &ledger, "credit").await, account(&server, &key, &ledger, "debit").await);
+        let (_, a, b) = books(&server, &key).await;
         let mut first = entry(&a, "credit", 10);
         first["lock_version"] = json!(0);
         let (status, reply) = transfer(&server, &key, vec![first.clone(), entry(&b, "debit", 10)], "posted").await;
@@ -454,8 +457,7 @@ on_both_stores! {
     async fn g5_backdated_entries_keep_every_as_of_balance_exact() {
         let server = TestServer::start().await;
         let key = server.key().await;
-        let ledger = ledger(&server, &key).await;
-        let (a, b) = (account(&server, &key, &ledger, "credit").await, account(&server, &key, &ledger, "debit").await);
+        let (_, a, b) = books(&server, &key).await;
         let at = |day: u32| format!("2026-03-{day:02}T12:00:00Z");
         for (day, amount) in [(10, 100), (20, 1_000), (5, 10)] {
             let body = json!({"status": "posted", "effective_at": at(day), "ledger_entries": [entry(&a, "credit", amount), entry(&b, "debit", amount)]});
@@ -506,8 +508,7 @@ on_both_stores! {
     async fn g5_as_of_balances_stay_exact_as_an_account_starts_keeping_buckets() {
         let server = TestServer::start().await;
         let key = server.key().await;
-        let ledger = ledger(&server, &key).await;
-        let (a, b) = (account(&server, &key, &ledger, "credit").await, account(&server, &key, &ledger, "debit").await);
+        let (_, a, b) = books(&server, &key).await;
         let from = payrail::store::ledger::BUCKETS_FROM as usize;
         // (transaction id, effective_at, amount, status) of each transaction written to `a`.
         let mut written: Vec<(String, String, i64, &str)> = Vec::new();
@@ -619,8 +620,7 @@ on_both_stores! {
     async fn g2_reversal_turns_every_entry_around_once() {
         let server = TestServer::start().await;
         let key = server.key().await;
-        let ledger = ledger(&server, &key).await;
-        let (a, b) = (account(&server, &key, &ledger, "credit").await, account(&server, &key, &ledger, "debit").await);
+        let (_, a, b) = books(&server, &key).await;
         let (_, original) = transfer(&server, &key, vec![entry(&a, "credit", 300), entry(&b, "debit", 300)], "posted").await;
         let id = original["id"].as_str().unwrap();
         let (status, reversal) = json(server.post(&format!("/api/ledger_transactions/{id}/reversal"), &key, &json!({"description": "undo"})).send().await.unwrap()).await;
@@ -658,8 +658,7 @@ on_both_stores! {
     async fn g2_an_archived_pending_reversal_leaves_the_transaction_reversible() {
         let server = TestServer::start().await;
         let key = server.key().await;
-        let ledger = ledger(&server, &key).await;
-        let (a, b) = (account(&server, &key, &ledger, "credit").await, account(&server, &key, &ledger, "debit").await);
+        let (_, a, b) = books(&server, &key).await;
         let (_, original) = transfer(&server, &key, vec![entry(&a, "credit", 300), entry(&b, "debit", 300)], "posted").await;
         let id = original["id"].as_str().unwrap();
         let reverse = |body: Value| {
@@ -687,8 +686,7 @@ on_both_stores! {
     async fn e4_a_ledger_transaction_patch_that_changes_nothing_writes_nothing() {
         let server = TestServer::start().await;
         let key = server.key().await;
-        let ledger = ledger(&server, &key).await;
-        let (a, b) = (account(&server, &key, &ledger, "credit").await, account(&server, &key, &ledger, "debit").await);
+        let (ledger, a, b) = books(&server, &key).await;
         let body = json!({"ledger_entries": [entry(&a, "credit", 5), entry(&b, "debit", 5)], "status": "posted", "metadata": {"k": "v"}});
         let txn = create(&server, &key, "/api/ledger_transactions", body).await;
         let id = txn["id"].as_str().unwrap();
@@ -726,8 +724,7 @@ on_both_stores! {
     async fn e2_a_ledgerable_id_must_name_the_callers_own_object() {
         let server = TestServer::start().await;
         let key = server.key().await;
-        let ledger = ledger(&server, &key).await;
-        let (a, b) = (account(&server, &key, &ledger, "credit").await, account(&server, &key, &ledger, "debit").await);
+        let (ledger, a, b) = books(&server, &key).await;
         let stranger = server.key_for("another-org", Mode::Sandbox).await;
         let theirs = create(&server, &stranger, "/api/counterparties", json!({"name": "Theirs"})).await;
         let ours = create(&server, &key, "/api/counterparties", json!({"name": "Ours"})).await;
@@ -759,8 +756,7 @@ on_both_stores! {
         // transaction's read its entries' rows.
         let server = TestServer::start().await;
         let key = server.key().await;
-        let ledger = ledger(&server, &key).await;
-        let (a, b) = (account(&server, &key, &ledger, "credit").await, account(&server, &key, &ledger, "debit").await);
+        let (_, a, b) = books(&server, &key).await;
         let mut ids = Vec::new();
         for (status, day, a_side, amount) in [("posted", 10, "credit", 100), ("pending", 20, "debit", 5), ("pending", 25, "credit", 7)] {
             let b_side = if a_side == "credit" { "debit" } else { "credit" };
@@ -831,8 +827,7 @@ on_both_stores! {
     async fn g2_external_id_is_unique_per_ledger_among_live_transactions() {
         let server = TestServer::start().await;
         let key = server.key().await;
-        let ledger = ledger(&server, &key).await;
-        let (a, b) = (account(&server, &key, &ledger, "credit").await, account(&server, &key, &ledger, "debit").await);
+        let (_, a, b) = books(&server, &key).await;
         let body = |status: &str| json!({"status": status, "external_id": "ext-1", "ledger_entries": [entry(&a, "credit", 1), entry(&b, "debit", 1)]});
         let (status, first) = json(server.post("/api/ledger_transactions", &key, &body("pending")).send().await.unwrap()).await;
         assert_eq!(status, 201);
@@ -856,8 +851,7 @@ on_both_stores! {
     async fn g2_racing_transactions_with_one_external_id_leave_exactly_one() {
         let server = TestServer::start().await;
         let key = server.key().await;
-        let ledger = ledger(&server, &key).await;
-        let (a, b) = (account(&server, &key, &ledger, "credit").await, account(&server, &key, &ledger, "debit").await);
+        let (ledger, a, b) = books(&server, &key).await;
         let body = json!({"status": "posted", "external_id": "race-1", "ledger_entries": [entry(&a, "credit", 7), entry(&b, "debit", 7)]});
         let posts = (0..24).map(|_| {
             let (server, key, body) = (&server, &key, &body);
@@ -892,8 +886,7 @@ on_both_stores! {
     async fn g1_versions_filter_by_version_range_and_created_at_as_the_sdks_send_them() {
         let server = TestServer::start().await;
         let key = server.key().await;
-        let ledger = ledger(&server, &key).await;
-        let (a, b) = (account(&server, &key, &ledger, "credit").await, account(&server, &key, &ledger, "debit").await);
+        let (_, a, b) = books(&server, &key).await;
         let (_, txn) = transfer(&server, &key, vec![entry(&a, "credit", 5), entry(&b, "debit", 5)], "pending").await;
         let id = txn["id"].as_str().unwrap();
         for patch in [json!({"metadata": {"step": "one"}}), json!({"status": "posted"})] {
@@ -929,8 +922,7 @@ on_both_stores! {
     async fn l1_g5_ledger_lists_read_sdk_encodings_and_refuse_an_order_they_cannot_keep() {
         let server = TestServer::start().await;
         let key = server.key().await;
-        let ledger = ledger(&server, &key).await;
-        let (a, b) = (account(&server, &key, &ledger, "credit").await, account(&server, &key, &ledger, "debit").await);
+        let (ledger, a, b) = books(&server, &key).await;
         let body = json!({"status": "posted", "effective_at": "2026-03-10T12:00:00Z", "ledger_entries": [entry(&a, "credit", 1), entry(&b, "debit", 1)]});
         let old = create(&server, &key, "/api/ledger_transactions", body).await;
         let (_, new) = transfer(&server, &key, vec![entry(&a, "credit", 2), entry(&b, "debit", 2)], "posted").await;
@@ -954,8 +946,7 @@ on_both_stores! {
     async fn i4_a_retried_ledger_transaction_is_written_once() {
         let server = TestServer::start().await;
         let key = server.key().await;
-        let ledger = ledger(&server, &key).await;
-        let (a, b) = (account(&server, &key, &ledger, "credit").await, account(&server, &key, &ledger, "debit").await);
+        let (_, a, b) = books(&server, &key).await;
         let body = json!({"status": "posted", "ledger_entries": [entry(&a, "credit", 42), entry(&b, "debit", 42)]});
         let first = post_idem(&server, "/api/ledger_transactions", &key, "once", &body).await;
         let again = post_idem(&server, "/api/ledger_transactions", &key, "once", &body).await;
