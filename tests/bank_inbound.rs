@@ -677,3 +677,72 @@ on_both_stores! {
         assert_eq!(bank_files(&server, &live.connection).await.iter().filter(|f| f["direction"] == "inbound").count(), 3);
     }
 }
+
+on_both_stores! {
+    /// B5: an order's money is booked once, and only by its own connection's files. Another
+    /// connection's statement line or status report naming it changes nothing; its own statement
+    /// completes it and links the booking; the same line in a later statement settles nothing
+    /// again; a booked reversal returns it and settles the return (its transaction and line item,
+    /// `reconciled`), and a second one settles nothing. A NACHA R14 return keeps the date of
+    /// death and the bank's text.
+    #[tokio::test]
+    async fn b5_a_booking_settles_its_order_once_and_only_on_its_own_connection() {
+        use payrail::bank::formats::nacha::answers::AnswerKind;
+        use payrail::domain::bank_answer::EntryDirection::{Credit, Debit};
+        let server = quiet_server().await;
+        let live = live(&server, "acme").await;
+        let other = second_connection(&server, &live, "acme").await;
+        let wire = order(&server, &live, json!({"type": "wire", "amount": 7_500, "direction": "credit", "receiving_account": wire_receiving("Widgets Inc")})).await;
+        let ach = order(&server, &live, json!({"type": "ach", "amount": 1_200, "direction": "credit", "receiving_account": ach_receiving("Jane Doe")})).await;
+        cutoff_now(&server, &live).await;
+        let (id, day) = (wire["id"].as_str().unwrap(), wire["effective_date"].as_str().unwrap().to_owned());
+        let named = |number: &str, direction, reversal| {
+            let mut entry = unnamed(number, 7_500, direction, &day);
+            (entry.end_to_end_id, entry.reversal, entry.rail) = (Some(end_to_end_id(&wire)), reversal, Some("wire".into()));
+            entry
+        };
+
+        let theirs = account_number(&server, &other).await;
+        drop_file(&other, "cross.xml", &statement_of(&theirs, vec![named(&theirs, Debit, false)]));
+        drop_file(&other, "cross-status.xml", pain002(&[(&end_to_end_id(&wire), "RJCT", Some("AC04"))]).as_bytes());
+        read_inbound(&server, &other).await;
+        let now = get_order(&server, &live, id).await;
+        assert_eq!((now["status"].as_str(), now["transaction_ids"].as_array().unwrap().len()), (Some("sent"), 0), "{now}");
+
+        let ours = account_number(&server, &live).await;
+        drop_file(&live, "booked.xml", &statement_of(&ours, vec![named(&ours, Debit, false)]));
+        read_inbound(&server, &live).await;
+        let completed = get_order(&server, &live, id).await;
+        assert_eq!((completed["status"].as_str(), completed["transaction_ids"].as_array().unwrap().len()), (Some("completed"), 1));
+        let events = events_of(&server, &live, id).await;
+        drop_file(&live, "booked-again.xml", &statement_of(&ours, vec![named(&ours, Debit, false), unnamed(&ours, 3, Credit, &day)]));
+        read_inbound(&server, &live).await;
+        assert_eq!(get_order(&server, &live, id).await, completed, "a second booking settles nothing");
+        assert_eq!(events_of(&server, &live, id).await, events);
+
+        drop_file(&live, "reversal.xml", &statement_of(&ours, vec![named(&ours, Credit, true)]));
+        read_inbound(&server, &live).await;
+        let returned = get_order(&server, &live, id).await;
+        let ret = &returned["current_return"];
+        assert_eq!((returned["status"].as_str(), ret["reconciliation_status"].as_str()), (Some("returned"), Some("reconciled")), "{returned}");
+        let booking = ret["transaction_id"].as_str().expect("the return names its booking").to_owned();
+        assert_eq!(returned["transaction_ids"][1], booking.as_str());
+        let stored = get_json(&server, &live, &format!("/api/returns/{}", ret["id"].as_str().unwrap())).await;
+        assert_eq!((stored["transaction_id"].as_str(), &stored["transaction_line_item_id"]), (Some(booking.as_str()), &ret["transaction_line_item_id"]));
+        let items = get_json(&server, &live, &format!("/api/transactions/{booking}/line_items")).await;
+        assert_eq!(items[0]["id"], ret["transaction_line_item_id"], "{items}");
+        drop_file(&live, "reversal-again.xml", &statement_of(&ours, vec![named(&ours, Credit, true), unnamed(&ours, 4, Credit, &day)]));
+        read_inbound(&server, &live).await;
+        assert_eq!(get_order(&server, &live, id).await, returned, "a second reversal settles nothing");
+
+        let ach = get_order(&server, &live, ach["id"].as_str().unwrap()).await;
+        let death = time::macros::date!(2026 - 10 - 15);
+        let kind = AnswerKind::Return { code: "R14".into(), date_of_death: Some(death), information: "PAYEE DECEASED PER SSA".into() };
+        let sent = folder(&live.outbound).into_iter().find(|(name, _)| name.ends_with(".ach")).unwrap().1;
+        drop_file(&live, "r14.ach", &nacha_answers(&sent, &[(trace_of(&ach), kind)]));
+        read_inbound(&server, &live).await;
+        let ret = get_order(&server, &live, ach["id"].as_str().unwrap()).await["current_return"].clone();
+        assert_eq!((ret["code"].as_str(), ret["date_of_death"].as_str()), (Some("R14"), Some("2026-10-15")), "{ret}");
+        assert_eq!(ret["additional_information"], "PAYEE DECEASED PER SSA");
+    }
+}

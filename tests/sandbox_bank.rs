@@ -106,15 +106,19 @@ on_both_stores! {
         let server = fast_bank().await;
         let key = server.key().await;
         let account = account(&server, &key).await;
-        let body = json!({"amount_lower_bound": 10_000, "amount_upper_bound": 10_500, "direction": "credit", "internal_account_id": account, "currency": "USD", "type": "ach"});
-        let (status, expected) = json(server.post("/api/expected_payments", &key, &body).send().await.unwrap()).await;
-        assert_eq!(status, 201, "{expected}");
-        let id = expected["id"].as_str().unwrap();
-        let reconciled = wait_until(&server, &key, &format!("/api/expected_payments/{id}"), |e| e["status"] == "reconciled").await;
-        let txn_id = reconciled["transaction_id"].as_str().expect("reconciled to a transaction");
-        let txn = get(&server, &key, &format!("/api/transactions/{txn_id}")).await;
-        assert_eq!((txn["amount"].as_i64(), txn["direction"].as_str(), txn["reconciled"].as_bool()), (Some(10_000), Some("credit"), Some(true)));
-        assert_eq!(txn["internal_account_id"], account.as_str());
+        // Of a rail that travels in a file, and of one that does not (a check: the statement
+        // line names its type, which must still match).
+        for kind in ["ach", "check"] {
+            let body = json!({"amount_lower_bound": 10_000, "amount_upper_bound": 10_500, "direction": "credit", "internal_account_id": account, "currency": "USD", "type": kind});
+            let (status, expected) = json(server.post("/api/expected_payments", &key, &body).send().await.unwrap()).await;
+            assert_eq!(status, 201, "{expected}");
+            let id = expected["id"].as_str().unwrap();
+            let reconciled = wait_until(&server, &key, &format!("/api/expected_payments/{id}"), |e| e["status"] == "reconciled").await;
+            let txn_id = reconciled["transaction_id"].as_str().expect("reconciled to a transaction");
+            let txn = get(&server, &key, &format!("/api/transactions/{txn_id}")).await;
+            assert_eq!((txn["amount"].as_i64(), txn["direction"].as_str(), txn["reconciled"].as_bool()), (Some(10_000), Some("credit"), Some(true)));
+            assert_eq!((txn["internal_account_id"].as_str(), txn["type"].as_str()), (Some(account.as_str()), Some(kind)));
+        }
     }
 
     /// B7: an expected payment whose bounds allow no positive amount (0 to 0) gets no booking

@@ -29,8 +29,10 @@ pub struct NewReturn {
     pub additional_information: Option<String>,
     /// `YYYY-MM-DD`, for R14 and R15.
     pub date_of_death: Option<String>,
-    /// The transaction that booked the returned money, when the file says.
+    /// The transaction that booked the returned money, when the file says, and its line item
+    /// for the return: the return is then `reconciled`.
     pub transaction_id: Option<String>,
+    pub transaction_line_item_id: Option<String>,
     /// The raw record, as the bank wrote it.
     pub data: Option<serde_json::Value>,
 }
@@ -182,14 +184,14 @@ pub fn build(order: &PaymentOrder, new: NewReturn, now: Timestamp) -> ReturnObje
         discarded_at: None,
         internal_account_id: Some(order.originating_account_id.to_string()),
         ledger_transaction_id: None,
-        reconciliation_status: "unreconciled".into(),
+        reconciliation_status: if new.transaction_id.is_some() { "reconciled" } else { "unreconciled" }.into(),
         reference_numbers: Vec::new(),
         returnable_id: Some(order.id.to_string()),
         returnable_type: Some(kinds::PAYMENT_ORDER.into()),
         role: "originating".into(),
         status: "completed".into(),
         transaction_id: new.transaction_id,
-        transaction_line_item_id: None,
+        transaction_line_item_id: new.transaction_line_item_id,
         return_type: if RETURN_TYPES.contains(&order.payment_type) { order.payment_type.as_str().into() } else { "manual".into() },
         created_at: now,
         updated_at: now,
@@ -210,6 +212,16 @@ pub fn stage_record(ctx: &Ctx<'_>, batch: &mut WriteBatch, ret: &ReturnObject, c
     let json = serde_json::to_string(ret).map_err(|e| Error::internal(format!("return: {e}")))?;
     batch.push(Write::Insert(record(ctx.scope, ret, counterparty_id, json.clone())));
     batch.push(Write::Insert(event::record(ctx.scope, KIND, "created", &ret.id, &json, ctx.now)?));
+    Ok(())
+}
+
+/// Stages the change of a stored return (a booking that settles it, found later): its
+/// document, against the version stored, and its `updated` event (SPEC E4).
+pub async fn stage_update(ctx: &Ctx<'_>, batch: &mut WriteBatch, ret: &ReturnObject, counterparty_id: Option<&str>) -> Result<()> {
+    let stored = ctx.store.get(KIND, ctx.scope, &ret.id).await?.ok_or_else(|| Error::internal(format!("return {} is gone", ret.id)))?;
+    let json = serde_json::to_string(ret).map_err(|e| Error::internal(format!("return: {e}")))?;
+    batch.push(Write::Replace { record: record(ctx.scope, ret, counterparty_id, json.clone()), expected_version: stored.version });
+    batch.push(Write::Insert(event::record(ctx.scope, KIND, "updated", &ret.id, &json, ctx.now)?));
     Ok(())
 }
 

@@ -312,9 +312,21 @@ pub fn stage_line_item(
     settles: Settles,
     amount: i64,
 ) -> Result<TransactionLineItem> {
+    stage_line_item_as(ctx, batch, transaction, settles, amount, new_id())
+}
+
+/// [`stage_line_item`] with the line item's id chosen beforehand (what it settles names it).
+pub fn stage_line_item_as(
+    ctx: &Ctx<'_>,
+    batch: &mut WriteBatch,
+    transaction: &mut Transaction,
+    settles: Settles,
+    amount: i64,
+    id: String,
+) -> Result<TransactionLineItem> {
     let transactable = settles.transactable();
     let item = TransactionLineItem {
-        id: new_id(),
+        id,
         object: LINE_ITEM_KIND.into(),
         live_mode: ctx.scope.live_mode,
         created_at: ctx.now,

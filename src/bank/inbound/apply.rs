@@ -19,11 +19,12 @@ use crate::domain::bank_answer::{
     AccountRef, AchCorrection, AchReturn, Answer, AnswerFile, AnswerFormat, EntryDirection, PaymentStatus, StatementBalance,
     StatementEntry, StatusOutcome,
 };
+use crate::domain::common::new_id;
 use crate::domain::correction::{self, Corrections};
 use crate::domain::enums::Direction;
 use crate::domain::expected_payment::Reconciler;
 use crate::domain::payment_order;
-use crate::domain::payment_order::answers::{self, Applied, Orders, Outcome};
+use crate::domain::payment_order::answers::{self, Applied, Booking, Orders, Outcome};
 use crate::domain::transaction::{self, NewTransaction, Settles};
 use crate::domain::{internal_account, returns};
 use crate::error::Result;
@@ -130,7 +131,13 @@ impl Staging<'_, '_> {
             return Ok(());
         };
         let (code, reason) = returns::code_and_reason(Some(&ret.code), return_title(&ret.code));
-        let outcome = Outcome::Returned { code, reason };
+        let outcome = Outcome::Returned {
+            code,
+            reason,
+            additional_information: ret.addenda_information.clone(),
+            date_of_death: ret.date_of_death.clone(),
+            settled_by: None,
+        };
         match answers::apply(self.ctx, self.batch, tracked, outcome).await? {
             Applied::Moved(_) => self.effects.returns += 1,
             Applied::Skipped(why) => self.note(format!("{what}: {why}")),
@@ -201,6 +208,10 @@ impl Staging<'_, '_> {
             self.note(format!("{what}: the statement's account is not an internal account of this connection"));
             return Ok(());
         }
+        let order_id = match order_id {
+            Some(id) => self.paid_from(&what, &id, &account).await?.then_some(id),
+            None => None,
+        };
         let mut txn = transaction::stage_new(self.ctx, self.batch, new_transaction(entry, account))?;
         self.effects.transactions += 1;
         if let Some(id) = order_id {
@@ -210,6 +221,18 @@ impl Staging<'_, '_> {
             self.effects.reconciled += 1;
         }
         Ok(())
+    }
+
+    /// Whether the statement's account is the one order `id` pays from: a line of another
+    /// account's statement is that account's money, never the order's (noted, not settled).
+    async fn paid_from(&mut self, what: &str, id: &str, account: &str) -> Result<bool> {
+        let Some(tracked) = self.orders.by_id(self.ctx, id).await? else { return Ok(false) };
+        let paying = tracked.order.originating_account_id.to_string();
+        if paying == account {
+            return Ok(true);
+        }
+        self.note(format!("{what}: it is on the statement of internal account {account}, and the order pays from {paying}"));
+        Ok(false)
     }
 
     /// The order an entry names (by end-to-end id, else trace number) and settles, if any.
@@ -226,7 +249,7 @@ impl Staging<'_, '_> {
             }
         };
         let Some(tracked) = tracked else { return Ok((what, None)) };
-        match settles(&tracked.order, entry) {
+        match settles(&tracked.order, entry).and_then(|()| not_yet_booked(&tracked.order, entry)) {
             Ok(()) => Ok((what, Some(tracked.order.id.to_string()))),
             Err(why) => {
                 let note = format!("{what}: {why}");
@@ -238,28 +261,37 @@ impl Staging<'_, '_> {
 
     async fn settle_order(&mut self, what: &str, order_id: &str, entry: &StatementEntry, txn: &mut transaction::Transaction) -> Result<()> {
         let Some(tracked) = self.orders.by_id(self.ctx, order_id).await? else { return Ok(()) };
+        let booking = Booking { transaction_id: txn.id.clone(), line_item_id: new_id() };
         let outcome = match entry.reversal {
             true => {
                 let (code, reason) = match entry.return_code.as_deref() {
                     Some(code) => returns::code_and_reason(Some(code), return_title(code)),
                     None => returns::code_and_reason(None, Some("Returned by the receiving bank (a reversal was booked)")),
                 };
-                Outcome::Returned { code, reason }
+                Outcome::Returned { code, reason, additional_information: None, date_of_death: None, settled_by: Some(booking.clone()) }
             }
             false => Outcome::Completed,
         };
         // Linked first, so the events of the move carry the order as it ends up.
         answers::link_transaction(tracked, &txn.id);
         let applied = answers::apply(self.ctx, self.batch, tracked, outcome).await?;
+        if let Applied::Skipped(_) = &applied {
+            // No status moved (an earlier answer already completed or returned the order), but
+            // the booking is still the order's (or its return's): linked, with an event.
+            if entry.reversal {
+                answers::settle_return(self.ctx, self.batch, tracked, &booking).await?;
+            }
+            answers::record_update(self.ctx, self.batch, tracked)?;
+        }
         let settles = match (entry.reversal, answers::current_return(tracked)) {
             (true, Some(ret)) => Settles::Return(ret.id.clone()),
             _ => Settles::PaymentOrder(order_id.to_owned()),
         };
-        transaction::stage_line_item(self.ctx, self.batch, txn, settles, entry.amount)?;
+        transaction::stage_line_item_as(self.ctx, self.batch, txn, settles, entry.amount, booking.line_item_id)?;
         match applied {
             Applied::Moved(_) if entry.reversal => self.effects.returns += 1,
             Applied::Moved(_) => {}
-            Applied::Skipped(why) => self.note(format!("{what}: {why}")),
+            Applied::Skipped(why) => self.note(format!("{what}: {why}; the booking is linked to it")),
         }
         Ok(())
     }
@@ -358,6 +390,22 @@ fn rejection_reason(status: &PaymentStatus) -> String {
         (Some(code), None) => format!("{code}: rejected by the bank"),
         (None, Some(text)) => text.clone(),
         (None, None) => "rejected by the bank".into(),
+    }
+}
+
+/// Whether the order's money (or, for a reversal, its return's) is still to be booked: each is
+/// booked once, so a second booking (the same entry in a later statement) settles nothing and
+/// is noted.
+fn not_yet_booked(order: &crate::domain::payment_order::PaymentOrder, entry: &StatementEntry) -> std::result::Result<(), String> {
+    match (entry.reversal, &order.current_return) {
+        (true, Some(ret)) if ret.transaction_id.is_some() => {
+            Err(format!("its return {} is already booked by transaction {}", ret.id, ret.transaction_id.as_deref().unwrap_or_default()))
+        }
+        (true, _) => Ok(()),
+        (false, _) => match order.transaction_ids.first() {
+            Some(booked) => Err(format!("payment order {} is already booked by transaction {booked}", order.id)),
+            None => Ok(()),
+        },
     }
 }
 

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 
 use serde::Deserialize;
 
-use super::ops::{follow_ledger, parse, record, return_object, to_json};
+use super::ops::{follow_ledger, parse, record, to_json};
 use super::status::{Actor, Status};
 use super::{KIND, PaymentOrder};
 use crate::domain::Ctx;
@@ -31,8 +31,23 @@ pub enum Outcome {
     Completed,
     /// The bank refused it (`pain.002` RJCT): `reason` becomes `vendor_failure_reason`.
     Failed { reason: String },
-    /// It came back (a NACHA return): the bank's code (`R01`) and its reason.
-    Returned { code: Option<String>, reason: String },
+    /// It came back: the bank's code (`R01`), its reason, what else the bank said
+    /// (`additional_information`, `date_of_death` for R14 and R15), and the booking that
+    /// settles the return when a statement's reversal is what returned it.
+    Returned {
+        code: Option<String>,
+        reason: String,
+        additional_information: Option<String>,
+        date_of_death: Option<String>,
+        settled_by: Option<Booking>,
+    },
+}
+
+/// A booked transaction and its line item for what it settles.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Booking {
+    pub transaction_id: String,
+    pub line_item_id: String,
 }
 
 /// An order one file touched, as it stands after the file's answers so far.
@@ -96,12 +111,20 @@ impl Orders {
         Ok(self.by_id.get_mut(id))
     }
 
-    /// The order whose `pain.001` `EndToEndId` is `end_to_end_id`: its UUID without dashes
-    /// (`bank::formats::iso20022::end_to_end_id`). A status report about an ACH entry names it
-    /// by its 15-digit trace number instead.
+    /// The order of the connection whose `pain.001` `EndToEndId` is `end_to_end_id`: its UUID
+    /// without dashes (`bank::formats::iso20022::end_to_end_id`). A status report about an ACH
+    /// entry names it by its 15-digit trace number instead. An order another connection carried
+    /// is none of this file's business, as for trace numbers.
     pub async fn by_end_to_end_id(&mut self, ctx: &Ctx<'_>, end_to_end_id: &str) -> Result<Option<&mut Tracked>> {
         match uuid_of(end_to_end_id) {
-            Some(id) => self.by_id(ctx, &id).await,
+            Some(id) => {
+                let Some(tracked) = self.by_id(ctx, &id).await? else { return Ok(None) };
+                let order = tracked.order.clone();
+                if !self.sent_here(ctx, &order).await? {
+                    return Ok(None);
+                }
+                Ok(self.by_id.get_mut(&id))
+            }
             None if end_to_end_id.len() == 15 && end_to_end_id.bytes().all(|b| b.is_ascii_digit()) => {
                 self.by_trace_number(ctx, end_to_end_id).await
             }
@@ -302,8 +325,17 @@ pub async fn apply(ctx: &Ctx<'_>, batch: &mut WriteBatch, tracked: &mut Tracked,
         order.updated_at = ctx.now;
         match (&outcome, step) {
             (Outcome::Failed { reason }, Status::Failed) => order.vendor_failure_reason = Some(reason.clone()),
-            (Outcome::Returned { code, reason }, Status::Returned) => {
-                let ret = return_object(order, code.clone(), reason.clone(), ctx.now);
+            (Outcome::Returned { code, reason, additional_information, date_of_death, settled_by }, Status::Returned) => {
+                let new = returns::NewReturn {
+                    code: code.clone(),
+                    reason: Some(reason.clone()),
+                    additional_information: additional_information.clone(),
+                    date_of_death: date_of_death.clone(),
+                    transaction_id: settled_by.as_ref().map(|b| b.transaction_id.clone()),
+                    transaction_line_item_id: settled_by.as_ref().map(|b| b.line_item_id.clone()),
+                    data: None,
+                };
+                let ret = returns::build(order, new, ctx.now);
                 // A document of its own too (`GET /api/returns/{id}`), with its `created` event.
                 returns::stage_record(ctx, batch, &ret, order.counterparty_id.as_ref().map(|id| id.as_str()))?;
                 order.current_return = Some(ret);
@@ -327,6 +359,28 @@ pub fn link_transaction(tracked: &mut Tracked, transaction_id: &str) {
     }
     order.reconciliation_status = "reconciled".into();
     tracked.moved = true;
+}
+
+/// Records that `booking` settles the order's return, which an earlier answer made (a NACHA
+/// return, then the statement booking its money back): on the order's copy and on the stored
+/// return, with its event. A return already settled keeps its booking.
+pub async fn settle_return(ctx: &Ctx<'_>, batch: &mut WriteBatch, tracked: &mut Tracked, booking: &Booking) -> Result<()> {
+    let counterparty_id = tracked.order.counterparty_id.as_ref().map(|id| id.to_string());
+    let Some(ret) = tracked.order.current_return.as_mut().filter(|r| r.transaction_id.is_none()) else { return Ok(()) };
+    ret.transaction_id = Some(booking.transaction_id.clone());
+    ret.transaction_line_item_id = Some(booking.line_item_id.clone());
+    ret.reconciliation_status = "reconciled".into();
+    ret.updated_at = ctx.now;
+    tracked.moved = true;
+    returns::stage_update(ctx, batch, ret, counterparty_id.as_deref()).await
+}
+
+/// Stages the order's `updated` event, for a change that moved no status (a booking linked to
+/// an order an earlier answer completed): every change writes its event (SPEC E4).
+pub fn record_update(ctx: &Ctx<'_>, batch: &mut WriteBatch, tracked: &Tracked) -> Result<()> {
+    let json = to_json(&tracked.order)?;
+    batch.push(Write::Insert(event::record(ctx.scope, KIND, "updated", tracked.order.id.as_str(), &json, ctx.now)?));
+    Ok(())
 }
 
 /// The return an order got from this file, if it was returned by it.

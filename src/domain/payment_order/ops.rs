@@ -610,7 +610,7 @@ pub async fn bank_move(ctx: &Ctx<'_>, stored: &StoredObject) -> Result<Option<Wr
 
 /// The return `order` gets when its bank sends it back with `code` (`R01`; none for a wire)
 /// and `reason` (nothing staged: `returns::stage_record` stores it as a document of its own).
-pub(super) fn return_object(order: &PaymentOrder, code: Option<String>, reason: String, now: Timestamp) -> ReturnObject {
+fn return_object(order: &PaymentOrder, code: Option<String>, reason: String, now: Timestamp) -> ReturnObject {
     returns::build(order, returns::NewReturn { code, reason: Some(reason), ..Default::default() }, now)
 }
 

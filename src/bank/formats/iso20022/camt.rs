@@ -355,7 +355,9 @@ impl Reader {
             "/AcctSvcrRef" => entry.servicer_ref = value(),
             "/AddtlNtryInf" => entry.description = value(),
             "/BkTxCd/Prtry/Cd" => {
-                let rail = ["ach", "wire", "rtp", "sepa", "book"].into_iter().find(|r| r.eq_ignore_ascii_case(text));
+                // A proprietary code naming one of MT's transaction types (the sandbox bank writes
+                // `check`, `card`...): that type, so an expected payment of it can reconcile.
+                let rail = crate::domain::enums::TRANSACTION_TYPES.iter().copied().find(|r| r.eq_ignore_ascii_case(text));
                 entry.rail = rail.or(entry.rail);
             }
             "/BkTxCd/Domn/Fmly/SubFmlyCd" => entry.rail = entry.rail.or(rail_of_subfamily(text)),
