@@ -166,14 +166,14 @@ struct WebhookArgs {
 enum WebhooksCommand {
     /// Create an endpoint; prints its signing secret once, alone on the last line.
     Create {
-        #[arg(long)]
+        #[arg(long, env = "PAYRAIL_URL")]
         url: String,
         /// Send only these events (repeatable): `completed` or `payment_order.completed`.
-        #[arg(long = "event")]
+        #[arg(long = "event", env = "PAYRAIL_EVENT", value_delimiter = ',')]
         events: Vec<String>,
-        #[arg(long, default_value = "sandbox")]
+        #[arg(long, env = "PAYRAIL_MODE", default_value = "sandbox")]
         mode: String,
-        #[arg(long, default_value = "default")]
+        #[arg(long, env = "PAYRAIL_ORG", default_value = "default")]
         org: String,
         /// Accept a URL on a private network (the server needs the same flag to send there).
         #[arg(long, env = "PAYRAIL_WEBHOOKS_ALLOW_PRIVATE")]
@@ -181,12 +181,12 @@ enum WebhooksCommand {
         /// Endpoints the organization and mode may have at most (as the server's flag).
         #[arg(long, env = "PAYRAIL_WEBHOOK_ENDPOINTS_MAX", default_value_t = payrail::domain::webhook::ENDPOINTS_MAX_DEFAULT)]
         webhook_endpoints_max: usize,
-        #[arg(long)]
+        #[arg(long, env = "PAYRAIL_JSON")]
         json: bool,
     },
     /// List endpoints of every organization and mode (never their secrets).
     List {
-        #[arg(long)]
+        #[arg(long, env = "PAYRAIL_JSON")]
         json: bool,
     },
     /// Delete an endpoint and its deliveries.
@@ -212,14 +212,14 @@ enum ConnectionsCommand {
     /// Register the bank connection a TOML config file describes (see the README); prints its
     /// id on the last line, or with --json one JSON object.
     Add {
-        #[arg(long)]
+        #[arg(long, env = "PAYRAIL_CONFIG")]
         config: PathBuf,
-        #[arg(long)]
+        #[arg(long, env = "PAYRAIL_JSON")]
         json: bool,
     },
     /// List every registered connection (no secret is shown).
     List {
-        #[arg(long)]
+        #[arg(long, env = "PAYRAIL_JSON")]
         json: bool,
     },
 }
@@ -232,7 +232,7 @@ enum BankCommand {
     Cutoff {
         connection_id: String,
         /// Longest wait for a cut-off of the connection running elsewhere, in seconds.
-        #[arg(long, default_value_t = 60)]
+        #[arg(long, env = "PAYRAIL_WAIT_SECS", default_value_t = 60)]
         wait_secs: u64,
     },
     /// Read a connection's inbound folder now: the bank's returns, status reports and
@@ -240,7 +240,7 @@ enum BankCommand {
     Inbound {
         connection_id: String,
         /// Longest wait for a read of the folder running elsewhere, in seconds.
-        #[arg(long, default_value_t = 60)]
+        #[arg(long, env = "PAYRAIL_WAIT_SECS", default_value_t = 60)]
         wait_secs: u64,
     },
     /// List the files sent to and received from banks (id, name, sha256, direction, rail or
@@ -254,9 +254,9 @@ struct BankFilesArgs {
     #[command(subcommand)]
     command: Option<BankFilesCommand>,
     /// Only this connection's files.
-    #[arg(long)]
+    #[arg(long, env = "PAYRAIL_CONNECTION")]
     connection: Option<String>,
-    #[arg(long)]
+    #[arg(long, env = "PAYRAIL_JSON")]
     json: bool,
 }
 

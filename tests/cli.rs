@@ -256,6 +256,27 @@ fn k1_default_data_dir_and_environment_variables() {
     let run = Run::from(command().env("PAYRAIL_DATABASE_URL", &url).args(["migrate"]).output().unwrap()).ok("migrate");
     assert!(run.stdout.contains("elsewhere.db"), "{}", run.stdout);
     assert!(other.path().join("elsewhere.db").is_file(), "PAYRAIL_DATABASE_URL is honoured");
+
+    // Every flag, of every subcommand: a script that exports the tenant for `keys` gets the same
+    // tenant from `webhooks create`, never the default one.
+    let env =
+        [("PAYRAIL_ORG", "acme"), ("PAYRAIL_MODE", "live"), ("PAYRAIL_JSON", "true"), ("PAYRAIL_URL", "https://hooks.example.com/in")];
+    let run = Run::from(
+        command().arg("--data-dir").arg(other.path()).envs(env).args(["webhooks", "create", "--event", "completed"]).output().unwrap(),
+    )
+    .ok("webhooks create from the environment");
+    let created = run.json();
+    assert_eq!((created["organization_id"].as_str(), created["live_mode"].as_bool()), (Some("acme"), Some(true)), "{created}");
+    assert_eq!(created["url"], "https://hooks.example.com/in");
+    let listed =
+        Run::from(command().arg("--data-dir").arg(other.path()).env("PAYRAIL_JSON", "true").args(["webhooks", "list"]).output().unwrap())
+            .ok("webhooks list");
+    assert_eq!(listed.json()[0]["id"], created["id"], "PAYRAIL_JSON is honoured: {}", listed.stdout);
+    for args in [["connections", "list"], ["bank", "files"]] {
+        let run =
+            Run::from(command().arg("--data-dir").arg(other.path()).env("PAYRAIL_JSON", "true").args(args).output().unwrap()).ok("list");
+        assert!(run.json().is_array(), "{args:?}: {}", run.stdout);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
