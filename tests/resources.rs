@@ -1490,3 +1490,46 @@ async fn e_patch_metadata_merges_like_modern_treasury() {
     }
 }
 }
+
+on_both_stores! {
+/// SPEC E4: a PATCH that changes nothing answers the resource as it is, with no `updated`
+/// event and the same `updated_at`: a counterparty, an external account, an internal account
+/// and a payment order. L2: a filter of Modern Treasury's Payrail does not serve, or a value
+/// outside its list, is a 422 naming it rather than an unfiltered page.
+#[tokio::test]
+async fn e4_a_patch_that_changes_nothing_writes_no_event_and_l2_known_filters_are_served_or_refused() {
+    let server = TestServer::start_with(|c| c.sandbox_step_ms = 3_600_000).await;
+    let key = server.key().await;
+    let counterparty = create(&server, "/api/counterparties", &key, json!({"name": "Acme", "accounts": [aba_account("123456789")]})).await;
+    let external = counterparty["accounts"][0]["id"].as_str().unwrap().to_owned();
+    let internal = create(&server, "/api/internal_accounts", &key, json!({"name": "Ops", "currency": "USD"})).await;
+    let order = json!({"type": "ach", "amount": 100, "direction": "credit", "originating_account_id": internal["id"], "receiving_account_id": external,
+        "metadata": {"k": "v"}});
+    let order = create(&server, "/api/payment_orders", &key, order).await;
+    let cases = [
+        (format!("/api/counterparties/{}", id(&counterparty)), json!({})),
+        (format!("/api/counterparties/{}", id(&counterparty)), json!({"name": "Acme"})),
+        (format!("/api/external_accounts/{external}"), json!({"party_name": counterparty["accounts"][0]["party_name"]})),
+        (format!("/api/internal_accounts/{}", id(&internal)), json!({"name": "Ops"})),
+        (format!("/api/payment_orders/{}", id(&order)), json!({"metadata": {"k": "v"}, "status": "approved"})),
+    ];
+    for (path, body) in cases {
+        let before = fetch(&server, &path, &key).await;
+        let entity = path.rsplit('/').next().unwrap().to_owned();
+        let events = list(&server, &format!("/api/events?entity_id={entity}"), &key).await.len();
+        let after = patch(&server, &path, &key, body.clone()).await;
+        assert_eq!(after, before, "{path} {body}");
+        assert_eq!(list(&server, &format!("/api/events?entity_id={entity}"), &key).await.len(), events, "{path} {body}: no event");
+    }
+    for (path, parameter) in [
+        ("/api/counterparties?legal_entity_id=x", "legal_entity_id"),
+        ("/api/internal_accounts?legal_entity_id=x", "legal_entity_id"),
+        ("/api/internal_accounts?payment_type=bogus", "payment_type"),
+        ("/api/connections?vendor_customer_id=x", "vendor_customer_id"),
+    ] {
+        let (status, body) = status_of(server.get(path, &key)).await;
+        assert_error(status, &body, 422, "parameter_invalid");
+        assert_eq!(body["errors"]["parameter"], parameter, "{path}: {body}");
+    }
+}
+}

@@ -4,11 +4,12 @@
 use axum::extract::State;
 use axum::response::Response;
 
-use super::PageParams;
+use super::{PageParams, unsupported_filters};
 use crate::app::AppState;
 use crate::domain::connection::{self, Connection};
 use crate::error::Error;
 use crate::http::auth::Principal;
+use crate::http::extract::QueryParams;
 use crate::http::pagination::Paging;
 
 #[utoipa::path(
@@ -26,7 +27,8 @@ use crate::http::pagination::Paging;
         ),
     ),
 )]
-pub async fn list(State(state): State<AppState>, principal: Principal, paging: Paging) -> Result<Response, Error> {
+pub async fn list(State(state): State<AppState>, principal: Principal, paging: Paging, query: QueryParams) -> Result<Response, Error> {
+    unsupported_filters(&query, &["vendor_customer_id", "entity"])?;
     let scope = principal.scope();
     Ok(paging.reply(connection::list(&state.ctx(&scope), paging.spec).await?))
 }

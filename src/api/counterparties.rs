@@ -5,7 +5,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 
 use super::{MetadataParams, PageParams};
-use super::{created_json, no_content, ok_json, param};
+use super::{created_json, no_content, ok_json, param, unsupported_filters};
 use crate::app::AppState;
 use crate::app::WriteContext;
 use crate::domain::counterparty::{self, Counterparty, CounterpartyFilter, CounterpartyInput, CounterpartyPatch};
@@ -69,6 +69,7 @@ pub async fn retrieve(State(state): State<AppState>, principal: Principal, PathI
     ),
 )]
 pub async fn list(State(state): State<AppState>, principal: Principal, paging: Paging, query: QueryParams) -> Result<Response, Error> {
+    unsupported_filters(&query, &["legal_entity_id"])?;
     let scope = principal.scope();
     let spec = paging.spec;
     let filter = CounterpartyFilter {

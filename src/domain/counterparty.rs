@@ -263,7 +263,11 @@ pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &Counte
     retry_on_conflict(|| async {
         let stored = ctx.store.get(KIND, ctx.scope, id).await?.ok_or_else(|| Error::not_found("counterparty"))?;
         let mut counterparty = render(ctx, std::slice::from_ref(&stored)).await?.remove(0);
+        let before = counterparty.clone();
         counterparty.apply(patch, ctx.now)?;
+        if super::unchanged(&before, &counterparty, |c| &mut c.updated_at) {
+            return to_json(&before);
+        }
         let json = to_json(&counterparty)?;
         let mut batch = WriteBatch::new();
         batch.push(Write::Replace { record: counterparty.record(ctx.scope)?, expected_version: stored.version });

@@ -311,6 +311,9 @@ pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &Extern
         let mut account = parse(&stored)?;
         let before = account.clone();
         account.apply(patch, Stamp { live_mode: ctx.scope.live_mode, now: ctx.now })?;
+        if super::unchanged(&before, &account, |a| &mut a.updated_at) {
+            return Ok(stored.doc);
+        }
         uses.allow(ctx, &before, Some(&account)).await?;
         let mut batch = WriteBatch::new();
         if let Some(cp) = &account.counterparty_id {

@@ -390,7 +390,9 @@ pub async fn list(ctx: &Ctx<'_>, filter: &InternalAccountFilter, page: PageSpec)
     if let Some(status) = &filter.status {
         validate::one_of("status", status, STATUSES)?;
     }
-    // The payment type is matched as given (an unknown one finds nothing), the direction parsed.
+    if let Some(payment_type) = &filter.payment_type {
+        PaymentType::parse("payment_type", payment_type)?;
+    }
     let direction = filter.payment_direction.as_deref().map(|d| Direction::parse("payment_direction", d)).transpose()?;
     let capability = match (direction, &filter.payment_type) {
         (Some(direction), Some(payment_type)) => listing::eq("capability", Some(&format!("{direction}:{payment_type}"))),
@@ -416,7 +418,11 @@ pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &Intern
     retry_on_conflict(|| async {
         let stored = ctx.store.get(KIND, ctx.scope, id).await?.ok_or_else(|| Error::not_found("internal account"))?;
         let mut account = parse(&stored)?;
+        let before = account.clone();
         account.apply(patch, Stamp { live_mode: ctx.scope.live_mode, now: ctx.now })?;
+        if super::unchanged(&before, &account, |a| &mut a.updated_at) {
+            return Ok(stored.doc);
+        }
         let mut batch = WriteBatch::new();
         account.stage_references(ctx.scope, &mut batch);
         let json = to_json(&account)?;

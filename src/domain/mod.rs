@@ -84,6 +84,14 @@ const UPDATE_BACKOFF_MAX_US: u64 = 8_000;
 
 /// Runs `attempt` again when it lost an optimistic-concurrency race (a version conflict),
 /// after a short random pause; past the limit the conflict reaches the client as a 409.
+/// Whether `after` differs from `before` in nothing but the `updated_at` that `stamp` reaches:
+/// a PATCH that changes nothing answers the resource as it is and writes no event (SPEC E4).
+pub fn unchanged<T: serde::Serialize + Clone>(before: &T, after: &T, stamp: impl Fn(&mut T) -> &mut Timestamp) -> bool {
+    let mut after = after.clone();
+    *stamp(&mut after) = *stamp(&mut before.clone());
+    matches!((serde_json::to_value(&after), serde_json::to_value(before)), (Ok(a), Ok(b)) if a == b)
+}
+
 pub async fn retry_on_conflict<T, F, Fut>(mut attempt: F) -> Result<T>
 where
     F: FnMut() -> Fut,

@@ -520,13 +520,18 @@ pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &Paymen
         let stored = ctx.store.get(KIND, ctx.scope, id).await?.ok_or_else(|| Error::not_found("payment order"))?;
         let mut order = parse(&stored)?;
         let current = order.status();
-        let edit = first_edit(patch);
+        let mut edit = first_edit(patch);
         if let Some(field) = edit {
             if !current.is_editable() {
                 return Err(Error::invalid(field, format!("this payment order can no longer be edited: its status is {current}")));
             }
+            let before = order.clone();
             apply_edits(&mut order, patch)?;
-            recheck_rails(ctx, &order).await?;
+            if crate::domain::unchanged(&before, &order, |o| &mut o.updated_at) {
+                edit = None; // the edit changes nothing: no `updated` event (SPEC E4)
+            } else {
+                recheck_rails(ctx, &order).await?;
+            }
         }
         let moved = match target {
             Some(to) if to != current => Some(current.transition(to, Actor::Client)?),
