@@ -368,6 +368,12 @@ on_both_stores! {
         assert_eq!(account_doc["lock_version"], 0);
         let (status, body) = json(server.post("/api/ledger_transactions", &key, &dated("2026-03-01")).send().await.unwrap()).await;
         assert_eq!((status, body["effective_date"].as_str()), (201, Some("2026-03-01")), "{body}");
+        // The day as the instant was written (its offset) agrees too: 02:00 at +05:00 is the
+        // 28th in UTC.
+        let mut local = dated("2026-03-01");
+        local["effective_at"] = json!("2026-03-01T02:00:00+05:00");
+        let (status, body) = json(server.post("/api/ledger_transactions", &key, &local).send().await.unwrap()).await;
+        assert_eq!(status, 201, "{body}");
         let both = format!("/api/ledger_accounts/{a}?balances%5Beffective_at%5D=2026-03-01T00:00:00Z&balances%5Bas_of_date%5D=2026-03-01");
         let (status, body) = json(server.get(&both, &key).send().await.unwrap()).await;
         assert_error(status, &body, 422, "parameter_invalid");

@@ -215,7 +215,7 @@ impl Staging<'_, '_> {
         let mut txn = transaction::stage_new(self.ctx, self.batch, new_transaction(entry, account))?;
         self.effects.transactions += 1;
         if let Some(id) = order_id {
-            return self.settle_order(&what, &id, entry, &mut txn).await;
+            return self.settle_order(&id, entry, &mut txn).await;
         }
         if self.reconciler.reconcile(self.ctx, self.batch, &mut txn).await?.is_some() {
             self.effects.reconciled += 1;
@@ -259,7 +259,7 @@ impl Staging<'_, '_> {
         }
     }
 
-    async fn settle_order(&mut self, what: &str, order_id: &str, entry: &StatementEntry, txn: &mut transaction::Transaction) -> Result<()> {
+    async fn settle_order(&mut self, order_id: &str, entry: &StatementEntry, txn: &mut transaction::Transaction) -> Result<()> {
         let Some(tracked) = self.orders.by_id(self.ctx, order_id).await? else { return Ok(()) };
         let booking = Booking { transaction_id: txn.id.clone(), line_item_id: new_id() };
         let outcome = match entry.reversal {
@@ -291,7 +291,8 @@ impl Staging<'_, '_> {
         match applied {
             Applied::Moved(_) if entry.reversal => self.effects.returns += 1,
             Applied::Moved(_) => {}
-            Applied::Skipped(why) => self.note(format!("{what}: {why}; the booking is linked to it")),
+            // Matched all the same: the booking is linked (with the order's `updated` event).
+            Applied::Skipped(_) => {}
         }
         Ok(())
     }

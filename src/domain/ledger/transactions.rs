@@ -460,8 +460,9 @@ fn effective_time(at: Option<&str>, date: Option<&str>, now: Timestamp) -> Resul
         (Some(text), Some(date)) => {
             let at = effective_at("effective_at", text)?;
             parse_date("effective_date", date)?;
-            // Both may be given only when they say the same day; else which one counts is a guess.
-            if date_of(at) != date {
+            // Both may be given only when they say the same day (in UTC, or as the instant was
+            // written, with its offset); else which one counts is a guess.
+            if date_of(at) != date && text.get(..10) != Some(date) {
                 return Err(Error::invalid(
                     "effective_date",
                     format!("effective_date {date} is not the day of effective_at {text}: give one of them"),

@@ -529,7 +529,7 @@ pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &Paymen
             apply_edits(&mut order, patch)?;
             if crate::domain::unchanged(&before, &order, |o| &mut o.updated_at) {
                 edit = None; // the edit changes nothing: no `updated` event (SPEC E4)
-            } else {
+            } else if rail_fields(&before) != rail_fields(&order) {
                 recheck_rails(ctx, &order).await?;
             }
         }
@@ -558,6 +558,13 @@ pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &Paymen
         Ok(json)
     })
     .await
+}
+
+/// What of an order its rail checks and a PATCH may change: an edit of anything else (a
+/// description, metadata) is not held to the rail, so it never fails for a reason it did not
+/// cause (a receiving account changed since, which the cut-off finds).
+fn rail_fields(order: &PaymentOrder) -> (i64, Option<&str>, Priority, Option<&str>) {
+    (order.amount.minor_units(), order.subtype.as_deref(), order.priority, order.remittance_information.as_deref())
 }
 
 /// Asks the rails again whether they can carry `order` as a PATCH left it (SPEC B3): an edit
