@@ -54,6 +54,20 @@ pub struct AchOrder<'a> {
     pub receiving_field: &'a str,
 }
 
+/// The receiving account's numbers as a NACHA entry reads them from its `(type, number)`
+/// details: the `aba` routing number, the first account number that is not an IBAN, and no
+/// account type for MT's `other` (ACH reaches it as a checking account). Creation and cut-off
+/// both read an account this way, so they cannot disagree.
+pub fn entry_numbers<'a>(
+    account_details: &'a [(String, String)],
+    routing_details: &'a [(String, String)],
+    account_type: Option<&'a str>,
+) -> (&'a str, &'a str, Option<&'a str>) {
+    let routing = routing_details.iter().find(|(kind, _)| kind == "aba").map_or("", |(_, n)| n.as_str());
+    let account = account_details.iter().find(|(kind, _)| kind != "iban").map_or("", |(_, n)| n.as_str());
+    (routing, account, account_type.filter(|t| *t != "other"))
+}
+
 /// An order as its NACHA entry: the batch's SEC code and the entry to write.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AchEntry {

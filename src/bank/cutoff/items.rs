@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::bank::ach::{AchOrder, SAME_DAY_AMOUNT_MAX_CENTS, validate_order_for_ach};
+use crate::bank::ach::{AchOrder, SAME_DAY_AMOUNT_MAX_CENTS, entry_numbers, validate_order_for_ach};
 use crate::bank::calendar::{self, effective_entry_date};
 use crate::bank::formats::iso20022::rules::{self, AccountView, OrderView};
 use crate::bank::formats::iso20022::{self as iso, ChargeBearer, Counterpart, CreditTransfer, PostalAddress};
@@ -161,10 +161,6 @@ impl AccountSnap {
             routing_details: self.routing_details.iter().map(|(t, n)| (t.as_str(), n.as_str())).collect(),
         }
     }
-
-    fn number(&self, kind: &str) -> Option<&str> {
-        self.routing_details.iter().find(|(t, _)| t == kind).map(|(_, n)| n.as_str())
-    }
 }
 
 /// One order as its file carries it.
@@ -280,15 +276,14 @@ pub fn ach_entry(item: &Item, created_at: Timestamp) -> Result<(AchKey, EntryInp
     let (amount, currency) = item.money()?;
     let direction = Direction::parse("direction", &item.direction)?;
     let receiving = &item.receiving;
-    // MT's "other" account type is no account type: ACH reaches checking by default.
-    let account_type = receiving.account_type.as_deref().filter(|t| *t != "other");
-    let account_number = receiving.account_details.iter().find(|(t, _)| t != "iban").map(|(_, n)| n.as_str()).unwrap_or_default();
+    let (routing_number, account_number, account_type) =
+        entry_numbers(&receiving.account_details, &receiving.routing_details, receiving.account_type.as_deref());
     let order = AchOrder {
         subtype: item.subtype.as_deref(),
         direction,
         amount,
         currency,
-        routing_number: receiving.number("aba").unwrap_or_default(),
+        routing_number,
         account_number,
         account_type,
         party_name: receiving.party_name.as_deref(),
