@@ -260,7 +260,7 @@ pub async fn add(store: &dyn Store, secrets: &SecretBox, text: &str, base_dir: &
 
 /// Whether `registered` is an organization's built-in sandbox connection (SPEC B7).
 pub fn is_builtin_sandbox(registered: &Registered) -> bool {
-    !registered.scope.live_mode && registered.connection.id == connection::builtin(&registered.scope).id
+    connection::is_builtin(&registered.scope, &registered.connection.id)
 }
 
 /// The folder pair of a built-in sandbox connection: under the data directory, where the
@@ -275,20 +275,27 @@ pub fn sandbox_folders(data_dir: &Path, connection_id: &str) -> (PathBuf, PathBu
 /// since the sandbox bank takes orders as they become due.
 pub fn sandbox_settings(data_dir: &Path, connection_id: &str) -> Settings {
     let (outbound_dir, inbound_dir) = sandbox_folders(data_dir, connection_id);
+    let (ach, iso20022) = sandbox_identities();
     Settings {
         timezone: "America/New_York".into(),
         cutoffs: Vec::new(),
         transport: TransportSettings::Directory { outbound_dir, inbound_dir },
-        ach: Some(AchSettings {
-            immediate_destination: crate::domain::internal_account::SANDBOX_ROUTING_NUMBER.into(),
-            immediate_destination_name: "PAYRAIL SANDBOX BANK".into(),
-            immediate_origin: "1000000000".into(),
-            immediate_origin_name: "PAYRAIL SANDBOX".into(),
-            company_id: "1000000000".into(),
-            company_name: "PAYRAIL SANDBOX".into(),
-        }),
-        iso20022: Some(IsoSettings { initiating_party_name: "PAYRAIL SANDBOX".into(), debtor_agent_bic: SANDBOX_BIC.into() }),
+        ach: Some(ach),
+        iso20022: Some(iso20022),
     }
+}
+
+/// The sandbox bank's identities in its files: its routing number and Payrail's sandbox BIC.
+pub fn sandbox_identities() -> (AchSettings, IsoSettings) {
+    let ach = AchSettings {
+        immediate_destination: crate::domain::internal_account::SANDBOX_ROUTING_NUMBER.into(),
+        immediate_destination_name: "PAYRAIL SANDBOX BANK".into(),
+        immediate_origin: "1000000000".into(),
+        immediate_origin_name: "PAYRAIL SANDBOX".into(),
+        company_id: "1000000000".into(),
+        company_name: "PAYRAIL SANDBOX".into(),
+    };
+    (ach, IsoSettings { initiating_party_name: "PAYRAIL SANDBOX".into(), debtor_agent_bic: SANDBOX_BIC.into() })
 }
 
 /// The sandbox bank's BIC in its files.
@@ -304,10 +311,15 @@ pub async fn settings_for(store: &dyn Store, data_dir: &Path, registered: &Regis
 
 /// A connection's stored settings.
 pub async fn settings(store: &dyn Store, registered: &Registered) -> anyhow::Result<Settings> {
-    let json = connection::settings(store, &registered.scope, &registered.connection.id)
+    Ok(stored_settings(store, &registered.scope, &registered.connection.id).await?)
+}
+
+/// The stored settings of connection `id` of `scope`; a registered connection always has them.
+pub async fn stored_settings(store: &dyn Store, scope: &Scope, id: &str) -> crate::error::Result<Settings> {
+    let json = connection::settings(store, scope, id)
         .await?
-        .ok_or_else(|| anyhow!("connection {} has no settings", registered.connection.id))?;
-    Ok(serde_json::from_str(&json)?)
+        .ok_or_else(|| crate::error::Error::internal(format!("connection {id} has no settings")))?;
+    serde_json::from_str(&json).map_err(|e| crate::error::Error::internal(format!("stored settings of connection {id}: {e}")))
 }
 
 #[cfg(test)]

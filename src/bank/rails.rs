@@ -14,8 +14,8 @@
 
 use async_trait::async_trait;
 
-use super::ach::{AchOrder, SAME_DAY_AMOUNT_MAX_CENTS, validate_order_for_ach};
-use super::connection::{SANDBOX_BIC, Settings};
+use super::ach::{AchOrder, SAME_DAY_AMOUNT_MAX_CENTS, entry_numbers, validate_order_for_ach};
+use super::connection::{sandbox_identities, stored_settings};
 use super::cutoff::items::AccountSnap;
 use super::formats::iso20022::rules::{AccountView, OrderView, check_order, check_originating};
 use super::formats::iso20022::{PostalAddress, Rail};
@@ -78,16 +78,17 @@ impl Sections {
     async fn of(store: &dyn Store, scope: &Scope, originating: &InternalAccount) -> Result<Sections> {
         let name = originating.connection.vendor_name.clone();
         let id = &originating.connection.id;
-        if !scope.live_mode && *id == connection::builtin(scope).id {
-            // The built-in sandbox connection makes every file (`connection::sandbox_settings`).
-            return Ok(Sections { name, ach: true, debtor_bic: Some(SANDBOX_BIC.into()) });
-        }
-        let json = connection::settings(store, scope, id)
-            .await?
-            .ok_or_else(|| Error::internal(format!("connection {id} has no stored settings")))?;
-        let settings: Settings =
-            serde_json::from_str(&json).map_err(|e| Error::internal(format!("stored settings of connection {id}: {e}")))?;
-        Ok(Sections { name, ach: settings.ach.is_some(), debtor_bic: settings.iso20022.map(|iso| iso.debtor_agent_bic) })
+        let (ach, iso) = match connection::is_builtin(scope, id) {
+            true => {
+                let (ach, iso) = sandbox_identities();
+                (Some(ach), Some(iso))
+            }
+            false => {
+                let settings = stored_settings(store, scope, id).await?;
+                (settings.ach, settings.iso20022)
+            }
+        };
+        Ok(Sections { name, ach: ach.is_some(), debtor_bic: iso.map(|iso| iso.debtor_agent_bic) })
     }
 
     fn require(&self, order: &PaymentOrder, present: bool, section: &str) -> Result<()> {
@@ -106,18 +107,16 @@ impl Sections {
 }
 
 fn check_ach(order: &PaymentOrder, receiving: &ReceivingParty) -> Result<()> {
-    // As the cut-off reads the account (`cutoff::items::ach_entry`): MT's `other` account type
-    // is none, and the account number is the first one that is not an IBAN.
-    let routing = receiving.routing_details.iter().find(|(kind, _)| kind == "aba").map(|(_, n)| n.as_str());
-    let account = receiving.account_details.iter().find(|(kind, _)| kind != "iban").map(|(_, n)| n.as_str());
+    let (routing_number, account_number, account_type) =
+        entry_numbers(&receiving.account_details, &receiving.routing_details, receiving.account_type.as_deref());
     let ach = AchOrder {
         subtype: order.subtype.as_deref(),
         direction: order.direction,
         amount: order.amount,
         currency: order.currency,
-        routing_number: routing.unwrap_or(""),
-        account_number: account.unwrap_or(""),
-        account_type: receiving.account_type.as_deref().filter(|t| *t != "other"),
+        routing_number,
+        account_number,
+        account_type,
         party_name: receiving.party_name.as_deref(),
         party_type: receiving.party_type.as_deref(),
         remittance_information: order.remittance_information.as_deref(),

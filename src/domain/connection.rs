@@ -66,6 +66,11 @@ pub fn builtin(scope: &Scope) -> Connection {
     }
 }
 
+/// Whether `connection_id` is the built-in sandbox connection of `scope` (sandbox mode only).
+pub fn is_builtin(scope: &Scope, connection_id: &str) -> bool {
+    !scope.live_mode && builtin(scope).id == connection_id
+}
+
 /// A connection's public record and where it belongs.
 #[derive(Debug, Clone)]
 pub struct Registered {
@@ -143,7 +148,7 @@ pub async fn for_account(ctx: &Ctx<'_>, batch: &mut WriteBatch, given: Option<&s
             Err(Error::invalid("connection_id", "connection_id is required in live mode: name a connection (payrail connections list)"))
         }
         None => Ok(builtin),
-        Some(id) if id == builtin.id && !ctx.scope.live_mode => Ok(builtin),
+        Some(id) if is_builtin(ctx.scope, id) => Ok(builtin),
         Some(id) => parse(&super::require(ctx, batch, KIND, id, "connection_id").await?),
     }
 }

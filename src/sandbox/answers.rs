@@ -99,7 +99,7 @@ fn notifications(prefix: &str, payments: &[&Payment], arrived: OffsetDateTime, r
             None => groups.push((key, vec![payment])),
         }
     }
-    let day = format!("{:04}-{:02}-{:02}", arrived.year(), u8::from(arrived.month()), arrived.day());
+    let day = arrived.date().to_string();
     let mut out = Vec::new();
     for (n, ((account, currency), list)) in groups.into_iter().enumerate() {
         let id = format!("SBX-{}-{n}", short_id(prefix));

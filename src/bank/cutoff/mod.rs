@@ -69,7 +69,7 @@ pub struct Run<'a> {
 impl Run<'_> {
     /// Whether this run is a cut-off of an organization's built-in sandbox connection.
     pub fn is_sandbox_bank(&self) -> bool {
-        !self.scope.live_mode && crate::domain::connection::builtin(&self.scope).id == self.connection_id
+        crate::domain::connection::is_builtin(&self.scope, &self.connection_id)
     }
 
     /// Whether `order` is due at this cut-off: a live order once its `process_after` has passed
@@ -85,9 +85,7 @@ impl Run<'_> {
         let pace = self.sandbox_pace.as_micros() as i64;
         crate::domain::payment_order::bank::ready_at(order).is_some_and(|at| at.plus_micros(pace) <= self.now)
     }
-}
 
-impl Run<'_> {
     /// The day (`YYYY-MM-DD`) a file made now would move `order`'s money; `None` (not due) if
     /// the connection's time zone cannot be read.
     fn value_date(&self, order: &crate::domain::payment_order::PaymentOrder) -> Option<String> {
@@ -95,7 +93,7 @@ impl Run<'_> {
         if order.payment_type == PaymentType::Ach {
             let high = order.priority == Priority::High;
             let date = super::calendar::effective_entry_date(items::to_offset(self.now), high).date;
-            return Some(format!("{:04}-{:02}-{:02}", date.year(), u8::from(date.month()), date.day()));
+            return Some(date.to_string());
         }
         local_time(&self.settings.timezone, self.now).ok().map(|local| local.strftime("%Y-%m-%d").to_string())
     }
