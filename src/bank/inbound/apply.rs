@@ -274,10 +274,11 @@ impl Staging<'_, '_> {
         };
         // Linked first, so the events of the move carry the order as it ends up.
         answers::link_transaction(tracked, &txn.id);
-        let applied = answers::apply(self.ctx, self.batch, tracked, outcome).await?;
-        if let Applied::Skipped(_) = &applied {
+        let moved = matches!(answers::apply(self.ctx, self.batch, tracked, outcome).await?, Applied::Moved(_));
+        if !moved {
             // No status moved (an earlier answer already completed or returned the order), but
-            // the booking is still the order's (or its return's): linked, with an event.
+            // the booking is still the order's (or its return's): linked, with an event, and
+            // matched all the same.
             if entry.reversal {
                 answers::settle_return(self.ctx, self.batch, tracked, &booking).await?;
             }
@@ -288,11 +289,8 @@ impl Staging<'_, '_> {
             _ => Settles::PaymentOrder(order_id.to_owned()),
         };
         transaction::stage_line_item_as(self.ctx, self.batch, txn, settles, entry.amount, booking.line_item_id)?;
-        match applied {
-            Applied::Moved(_) if entry.reversal => self.effects.returns += 1,
-            Applied::Moved(_) => {}
-            // Matched all the same: the booking is linked (with the order's `updated` event).
-            Applied::Skipped(_) => {}
+        if moved && entry.reversal {
+            self.effects.returns += 1;
         }
         Ok(())
     }

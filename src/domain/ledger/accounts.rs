@@ -326,9 +326,7 @@ pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &Accoun
             external_id: &mut account.external_id,
         };
         named.apply(patch, &mut batch, KIND, &ledger_id, "ledger account")?;
-        if (&account.name, &account.description, &account.metadata, &account.external_id)
-            == (&before.name, &before.description, &before.metadata, &before.external_id)
-        {
+        if crate::domain::unchanged(&before, &account, |a| &mut a.updated_at) {
             return render_one(ctx, &account).await; // nothing changes: no event (SPEC E4)
         }
         account.updated_at = ctx.now;

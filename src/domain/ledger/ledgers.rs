@@ -107,7 +107,7 @@ pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &Ledger
     retry_on_conflict(|| async {
         let stored = ctx.store.get(KIND, ctx.scope, id).await?.ok_or_else(|| Error::not_found("ledger"))?;
         let mut ledger = parse(&stored)?;
-        let before = to_json(&ledger)?;
+        let before = ledger.clone();
         if let Some(name) = &patch.name {
             ledger.name = validate::text("name", name, TEXT_LEN_MAX)?;
         }
@@ -117,7 +117,7 @@ pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &Ledger
         if let Some(metadata) = &patch.metadata {
             ledger.metadata = validate::merge_metadata("metadata", &ledger.metadata, metadata)?;
         }
-        if to_json(&ledger)? == before {
+        if crate::domain::unchanged(&before, &ledger, |l| &mut l.updated_at) {
             return Ok(stored.doc); // nothing changes: no event (SPEC E4)
         }
         ledger.updated_at = ctx.now;

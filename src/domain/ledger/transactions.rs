@@ -846,7 +846,7 @@ pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &Transa
         let mut batch = WriteBatch::new();
         let before = txn.clone();
         let event_name = patch.apply(&mut batch, &mut txn, ctx.now)?;
-        if event_name == "updated" && same_but_for_updated_at(&before, &txn)? {
+        if event_name == "updated" && crate::domain::unchanged(&before, &txn, |t| &mut t.updated_at) {
             // Nothing changes (an empty patch, the status it has, the metadata it holds): no
             // version, no event, and the transaction as it is (SPEC E4).
             return Ok(stored.doc);
@@ -859,13 +859,6 @@ pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &Transa
         Ok(json)
     })
     .await
-}
-
-/// Whether `after` differs from `before` in nothing but its `updated_at`.
-fn same_but_for_updated_at(before: &LedgerTransaction, after: &LedgerTransaction) -> Result<bool> {
-    let mut after = after.clone();
-    after.updated_at = before.updated_at;
-    Ok(to_json(&after)? == to_json(before)?)
 }
 
 /// Whether `txn` stands reversed: its reversal exists and is not archived. A pending reversal

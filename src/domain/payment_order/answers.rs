@@ -119,8 +119,8 @@ impl Orders {
         match uuid_of(end_to_end_id) {
             Some(id) => {
                 let Some(tracked) = self.by_id(ctx, &id).await? else { return Ok(None) };
-                let order = tracked.order.clone();
-                if !self.sent_here(ctx, &order).await? {
+                let file_id = super::carry::bank_file_id(&tracked.order).map(str::to_owned);
+                if !self.sent_here(ctx, file_id.as_deref()).await? {
                     return Ok(None);
                 }
                 Ok(self.by_id.get_mut(&id))
@@ -156,7 +156,7 @@ impl Orders {
             // Newest first, so an order of the connection found first for a trace is its newest.
             for stored in with_keys(ctx, "reference_number", chunk).await? {
                 let order = parse(&stored)?;
-                if !self.sent_here(ctx, &order).await? {
+                if !self.sent_here(ctx, super::carry::bank_file_id(&order)).await? {
                     continue;
                 }
                 for trace in ach_traces(&order) {
@@ -209,9 +209,10 @@ impl Orders {
         Ok(())
     }
 
-    /// Whether a bank file of this connection carried `order`.
-    async fn sent_here(&mut self, ctx: &Ctx<'_>, order: &PaymentOrder) -> Result<bool> {
-        let Some(file_id) = super::carry::bank_file_id(order) else { return Ok(false) };
+    /// Whether the bank file `file_id` that carried an order (none: no file did) is this
+    /// connection's.
+    async fn sent_here(&mut self, ctx: &Ctx<'_>, file_id: Option<&str>) -> Result<bool> {
+        let Some(file_id) = file_id else { return Ok(false) };
         if let Some(known) = self.files.get(file_id) {
             return Ok(*known);
         }
