@@ -395,21 +395,33 @@ async fn b3_an_unsent_order_s_receiving_account_keeps_what_its_rail_needs() {
     assert_eq!(status, 200);
     let response = server.delete(&format!("/api/counterparties/{counterparty_id}"), &key).send().await.unwrap();
     assert_eq!(response.status().as_u16(), 204);
-    // An account given inline with no counterparty is not found this way (README): an edit its
-    // rail refuses goes through. The order's harmless edits still do; an edit its rail checks
-    // is refused, naming the account, as the cut-off would find it.
+    // An account given inline with no counterparty is held the same way (found through the
+    // order's receiving_account_id term), and so is an order's own edit its rail checks.
     let inline = json!({"type": "ach", "amount": 100, "direction": "credit", "originating_account_id": usd,
         "receiving_account": {"party_name": "Dan", "account_details": [{"account_number": "123456789"}],
             "routing_details": [{"routing_number": "121141822", "routing_number_type": "aba"}]}});
     let order = create_order(&server, &key, &inline).await;
     let (id, account) = (order["id"].as_str().unwrap(), order["receiving_account_id"].as_str().unwrap());
-    let (status, body) = json(server.patch(&format!("/api/external_accounts/{account}"), &key, &json!({"party_name": "Dan \u{2603}"})).send().await.unwrap()).await;
-    assert_eq!(status, 200, "{body}");
+    assert_eq!(order["counterparty_id"], Value::Null, "{order}");
+    let inline_path = format!("/api/external_accounts/{account}");
+    let (status, body) = json(server.patch(&inline_path, &key, &json!({"party_name": "Dan \u{2603}"})).send().await.unwrap()).await;
+    assert_error(status, &body, 422, "parameter_invalid");
+    assert_eq!(body["errors"]["parameter"], "party_name", "{body}");
+    assert!(body["errors"]["message"].as_str().unwrap().contains(id), "{body}");
+    let (status, body) = json(server.delete(&inline_path, &key).send().await.unwrap()).await;
+    assert_error(status, &body, 409, "conflict");
+    assert!(body["errors"]["message"].as_str().unwrap().contains(id), "{body}");
     let (status, body) = patch_order(&server, &key, id, &json!({"description": "still editable"})).await;
     assert_eq!((status, body["description"].as_str()), (200, Some("still editable")), "{body}");
-    let (status, body) = patch_order(&server, &key, id, &json!({"amount": 200})).await;
+    let (status, body) = patch_order(&server, &key, id, &json!({"remittance_information": "na\u{ef}ve"})).await;
     assert_error(status, &body, 422, "parameter_invalid");
-    assert_eq!(body["errors"]["parameter"], "receiving_account_id.party_name", "{body}");
+    assert_eq!(body["errors"]["parameter"], "remittance_information", "{body}");
+    let (status, _) = patch_order(&server, &key, id, &json!({"status": "cancelled"})).await;
+    assert_eq!(status, 200);
+    let (status, body) = json(server.patch(&inline_path, &key, &json!({"party_name": "Dan \u{2603}"})).send().await.unwrap()).await;
+    assert_eq!(status, 200, "once the order is cancelled the account is free: {body}");
+    let response = server.delete(&inline_path, &key).send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 204);
 }
 }
 

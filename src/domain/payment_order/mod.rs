@@ -319,6 +319,9 @@ impl PaymentOrder {
         terms.push(Term::new("originating_account_id", self.originating_account_id.as_str()));
         terms.push(Term::new("effective_date", &self.effective_date));
         terms.extend(self.counterparty_id.as_ref().map(|id| Term::new("counterparty_id", id.as_str())));
+        if self.counterparty_id.is_none() {
+            terms.push(Term::new(UNOWNED_RECEIVING_TERM, self.receiving_account_id.as_str()));
+        }
         terms.extend(self.external_id.as_ref().map(|id| Term::new("external_id", id)));
         terms.extend(self.process_after.map(|at| Term::new("process_after", at.to_string())));
         terms.extend(sandbox_due.map(|at| Term::new(SANDBOX_DUE_TERM, at.to_string())));
@@ -358,6 +361,12 @@ pub fn settlement_key(account_id: &str, direction: EntryDirection, currency: Cur
     };
     format!("{account_id}/{side}/{currency}/{amount}")
 }
+
+/// The term naming the receiving account of an order that has no counterparty (an account given
+/// inline without one, or an internal account): `receiving`'s checks find such an account's
+/// orders by it, as they find the others through their counterparty. Orders with a counterparty
+/// do not carry it, so most orders write one row fewer.
+pub const UNOWNED_RECEIVING_TERM: &str = "receiving_account_id";
 
 /// The term the sandbox bank finds its due orders by (sandbox orders only).
 pub const SANDBOX_DUE_TERM: &str = "sandbox_ready_at";

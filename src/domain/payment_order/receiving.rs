@@ -8,14 +8,15 @@
 //! is in a file its account is frozen with it, so only orders before that count.
 //!
 //! The orders are found through their counterparty (an order's `counterparty_id` is its
-//! receiving account's owner); an account created inline without a counterparty has no orders
-//! found this way, and its cut-off check stays the only one.
+//! receiving account's owner), or, for an account created inline without a counterparty, through
+//! the order's [`UNOWNED_RECEIVING_TERM`]. An order written before that term existed is found
+//! once it is written again; until then its cut-off check is the only one.
 
 use async_trait::async_trait;
 
 use super::ops::{parse, party_of};
 use super::status::Status;
-use super::{KIND, PaymentOrder};
+use super::{KIND, PaymentOrder, UNOWNED_RECEIVING_TERM};
 use crate::domain::external_account::{AccountUses, ExternalAccount};
 use crate::domain::{Ctx, internal_account};
 use crate::error::{Error, Result};
@@ -78,15 +79,15 @@ impl AccountUses for OrdersToSend {
 /// The orders not yet in a file (pending, awaiting approval, approved, held) that pay to
 /// `account`.
 async fn unsent_to(ctx: &Ctx<'_>, account: &ExternalAccount) -> Result<Vec<PaymentOrder>> {
-    let Some(counterparty_id) = &account.counterparty_id else { return Ok(Vec::new()) };
+    let owner = match &account.counterparty_id {
+        Some(counterparty_id) => Filter::Eq { name: "counterparty_id".into(), value: counterparty_id.clone() },
+        None => Filter::Eq { name: UNOWNED_RECEIVING_TERM.into(), value: account.id.clone() },
+    };
     let statuses = [Status::Pending, Status::NeedsApproval, Status::Approved, Status::Held];
     let mut query = ListQuery {
         kind: KIND,
         scope: ctx.scope.clone(),
-        filters: vec![
-            Filter::Eq { name: "counterparty_id".into(), value: counterparty_id.clone() },
-            Filter::AnyOf { name: "status".into(), values: statuses.iter().map(|s| s.as_str().to_owned()).collect() },
-        ],
+        filters: vec![owner, Filter::AnyOf { name: "status".into(), values: statuses.iter().map(|s| s.as_str().to_owned()).collect() }],
         after_seq: None,
         limit: PAGE,
     };
