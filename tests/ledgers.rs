@@ -677,6 +677,11 @@ on_both_stores! {
         let (status, archived) = json(server.patch(&path, &key, &json!({"status": "archived"})).send().await.unwrap()).await;
         assert_eq!((status, archived["status"].as_str()), (200, Some("archived")), "{archived}");
         assert_eq!(amounts(&server, &key, &a, "").await, (300, 300, 300), "the archived reversal counts nowhere");
+        let original = get(&server, &key, &format!("/api/ledger_transactions/{id}")).await;
+        assert_eq!(original["reversed_by_ledger_transaction_id"], Value::Null, "an archived reversal reversed nothing: {original}");
+        let versions = get(&server, &key, &format!("/api/ledger_transactions/{id}/versions")).await;
+        let versions: Vec<&Value> = versions.as_array().unwrap().iter().map(|v| &v["reversed_by_ledger_transaction_id"]).collect();
+        assert_eq!(versions, [&Value::Null, &pending["id"], &Value::Null], "newest first: unlinked, reversed, created");
         let (status, reversal) = reverse(json!({})).await;
         assert_eq!(status, 201, "{reversal}");
         assert_eq!(amounts(&server, &key, &a, "").await, (0, 0, 0));

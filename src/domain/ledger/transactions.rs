@@ -854,11 +854,30 @@ pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &Transa
         if patch.ledgerable_id.is_some() {
             super::require_ledgerable(ctx, &mut batch, txn.ledgerable_type.as_deref(), txn.ledgerable_id.as_deref()).await?;
         }
+        if txn.status == LedgerStatus::Archived && before.status != LedgerStatus::Archived {
+            unlink_reversed(ctx, &mut batch, &txn).await?;
+        }
         let json = stage_change(ctx, &mut batch, &txn, &stored, event_name).await?;
         commit.commit(batch, &json).await?;
         Ok(json)
     })
     .await
+}
+
+/// A reversal archived while pending reversed nothing: the transaction it was to reverse no
+/// longer names it in `reversed_by_ledger_transaction_id` (a change of that transaction, with
+/// its version and `updated` event).
+async fn unlink_reversed(ctx: &Ctx<'_>, batch: &mut WriteBatch, reversal: &LedgerTransaction) -> Result<()> {
+    let Some(original_id) = &reversal.reverses_ledger_transaction_id else { return Ok(()) };
+    let Some(stored) = ctx.store.get(KIND, ctx.scope, original_id).await? else { return Ok(()) };
+    let mut original = parse(&stored)?;
+    if original.reversed_by_ledger_transaction_id.as_deref() != Some(reversal.id.as_str()) {
+        return Ok(());
+    }
+    original.reversed_by_ledger_transaction_id = None;
+    original.updated_at = ctx.now;
+    stage_change(ctx, batch, &original, &stored, "updated").await?;
+    Ok(())
 }
 
 /// Whether `txn` stands reversed: its reversal exists and is not archived. A pending reversal
