@@ -712,14 +712,16 @@ async fn l1_pagination() {
 
     let (items, _, per_page) = page(&server, "/api/counterparties", &key).await;
     assert_eq!((items.len(), per_page.as_str()), (7, "25"), "per_page defaults to 25");
-    let (_, _, per_page) = page(&server, "/api/counterparties?per_page=500", &key).await;
-    assert_eq!(per_page, "100", "per_page is capped at 100");
+    for big in ["500", "99999999999999999999999"] {
+        let (_, _, per_page) = page(&server, &format!("/api/counterparties?per_page={big}"), &key).await;
+        assert_eq!(per_page, "100", "per_page is capped at 100, however large: {big}");
+    }
     for bad in ["garbage", "djE6LTE", "%%%"] {
         let (status, body) = status_of(server.get(&format!("/api/counterparties?after_cursor={bad}"), &key)).await;
         assert_error(status, &body, 422, "parameter_invalid");
         assert_eq!(body["errors"]["parameter"], "after_cursor", "{bad}: {body}");
     }
-    for bad in ["0", "ten", "-1"] {
+    for bad in ["0", "000", "ten", "-1", "5.0"] {
         let (status, body) = status_of(server.get(&format!("/api/counterparties?per_page={bad}"), &key)).await;
         assert_error(status, &body, 422, "parameter_invalid");
         assert_eq!(body["errors"]["parameter"], "per_page", "{bad}: {body}");

@@ -103,8 +103,10 @@ impl Paging {
         let per_page = match query.get("per_page").filter(|v| !v.is_empty()) {
             None => PER_PAGE_DEFAULT,
             Some(text) => match text.parse::<u64>() {
-                Ok(0) | Err(_) => return Err(Error::invalid("per_page", "per_page must be a whole number from 1 to 100")),
-                Ok(n) => usize::try_from(n).unwrap_or(PER_PAGE_MAX).min(PER_PAGE_MAX),
+                Ok(n) if n > 0 => usize::try_from(n).unwrap_or(PER_PAGE_MAX).min(PER_PAGE_MAX),
+                // Any whole number above the maximum is clamped to it, however many digits.
+                Err(_) if text.bytes().all(|b| b.is_ascii_digit()) && text.bytes().any(|b| b != b'0') => PER_PAGE_MAX,
+                _ => return Err(Error::invalid("per_page", "per_page must be a whole number, 1 or more (above 100 counts as 100)")),
             },
         };
         let after_seq = query.get("after_cursor").filter(|v| !v.is_empty()).map(|cursor| seal.open(cursor)).transpose()?;
