@@ -117,7 +117,7 @@ async fn e2_wrongly_typed_fields_keep_their_exact_bodies() {
     let (originating, receiving) = accounts(&server, &key, "USD").await;
     let base = order(&originating, &receiving);
     let cases = [
-        (json!({"amount": "12500"}), "amount", "amount is invalid: invalid type: string \"12500\", expected i64"),
+        (json!({"amount": "12500"}), "amount", "amount is invalid: invalid type: string \"12500\", expected an integer"),
         (json!({"type": 5}), "type", "type is invalid: invalid type: integer `5`, expected a string"),
         (json!({"direction": true}), "direction", "direction is invalid: invalid type: boolean `true`, expected a string"),
     ];

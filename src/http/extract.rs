@@ -115,8 +115,24 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
             return Error::missing(parameter);
         }
         let parameter = if path == "." { "body".to_owned() } else { path };
-        Error::invalid(parameter.clone(), format!("{parameter} is invalid: {inner}"))
+        Error::invalid(parameter.clone(), format!("{parameter} is invalid: {}", in_json_words(inner)))
     })
+}
+
+/// serde names what it expected in Rust's words (`struct EntryInput`, `i64`, `a sequence`);
+/// a client thinks in JSON's, and Payrail's type names are nobody's business.
+fn in_json_words(message: &str) -> String {
+    let Some((head, expected)) = message.rsplit_once("expected ") else { return message.to_owned() };
+    let json = match expected.trim() {
+        e if e.starts_with("struct ") || e == "a map" => "an object",
+        "a sequence" => "an array",
+        "i8" | "i16" | "i32" | "i64" | "i128" | "u8" | "u16" | "u32" | "u64" | "u128" | "usize" | "isize" => "an integer",
+        "f32" | "f64" => "a number",
+        "a borrowed string" | "a string" => "a string",
+        "a boolean" => "true or false",
+        _ => return message.to_owned(),
+    };
+    format!("{head}expected {json}")
 }
 
 /// serde_json appends " at line L column C" to data errors; the parameter already says where.
@@ -210,6 +226,32 @@ impl<S: Send + Sync> FromRequestParts<S> for PathId {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn l3_a_body_that_does_not_fit_is_refused_in_json_s_words_not_rust_s() {
+        #[derive(serde::Deserialize, Debug)]
+        #[allow(dead_code)]
+        struct EntryInput {
+            amount: i64,
+        }
+        #[derive(serde::Deserialize, Debug)]
+        #[allow(dead_code)]
+        struct Body {
+            ledger_entries: Vec<EntryInput>,
+            flag: Option<bool>,
+        }
+        let message = |body: &str| match parse_json::<Body>(body.as_bytes()) {
+            Err(Error::Invalid { parameter, message, .. }) => format!("{parameter}: {message}"),
+            other => panic!("{body}: {other:?}"),
+        };
+        let said = message(r#"{"ledger_entries": [1]}"#);
+        assert_eq!(said, "ledger_entries[0]: ledger_entries[0] is invalid: invalid type: integer `1`, expected an object");
+        let said = message(r#"{"ledger_entries": [{"amount": "5"}]}"#);
+        assert_eq!(said, "ledger_entries[0].amount: ledger_entries[0].amount is invalid: invalid type: string \"5\", expected an integer");
+        assert!(message(r#"{"ledger_entries": {}}"#).ends_with("expected an array"));
+        assert!(message(r#"{"ledger_entries": [], "flag": "yes"}"#).ends_with("expected true or false"));
+        assert!(!message(r#"{"ledger_entries": [{"amount": 1.5}]}"#).contains("i64"));
+    }
 
     #[test]
     fn l2_a_known_range_filter_with_an_unknown_operator_is_refused_naming_it() {
