@@ -225,17 +225,42 @@ async fn launch_error(config: Config) -> String {
     }
 }
 
+/// An ACH order through the sandbox bank until it completes: a NACHA file written and
+/// uploaded, answered with a statement the inbound side reads.
+async fn send_through_the_sandbox_bank(server: &TestServer, key: &Key) {
+    let body = json!({"name": "Operating", "currency": "USD", "party_name": "Acme Corp"});
+    let (status, account) = json(server.post("/api/internal_accounts", key, &body).send().await.unwrap()).await;
+    assert_eq!(status, 201, "{account}");
+    let receiving = json!({"party_name": "Jane Doe", "account_type": "checking", "account_details": [{"account_number": "123456789"}],
+        "routing_details": [{"routing_number": "121141822", "routing_number_type": "aba"}]});
+    let body = json!({"type": "ach", "amount": 100, "direction": "credit", "originating_account_id": account["id"], "receiving_account": receiving});
+    let (status, order) = json(server.post("/api/payment_orders", key, &body).send().await.unwrap()).await;
+    assert_eq!(status, 201, "{order}");
+    let path = format!("/api/payment_orders/{}", order["id"].as_str().unwrap());
+    for _ in 0..400 {
+        let (_, order) = json(server.get(&path, key).send().await.unwrap()).await;
+        if order["status"] == "completed" {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the sandbox bank never completed {path}");
+}
+
 on_both_stores! {
 #[cfg(unix)]
 #[tokio::test]
 async fn s4_data_dir_is_0700_files_0600_and_no_secret_is_stored_in_clear() {
     let root = tempfile::tempdir().unwrap();
-    let server = start(root, |_| {}).await;
+    let server = start(root, |c| c.sandbox_step_ms = 0).await;
     let key = server.key().await;
     let receiver = Receiver::start().await;
     let (created, secret) = create_endpoint(&server, &key, &receiver.url(), "hook-1").await;
     assert_replay(&server, &key, &receiver.url(), "hook-1", &created).await;
     assert_signed_delivery(&server, &key, &receiver, &secret, "Sealed Vendor").await;
+    // The bank files (the cut-off's spool, the sandbox bank's folders and answers) are files
+    // of the data directory too.
+    send_through_the_sandbox_bank(&server, &key).await;
     let root = server.stop().await;
 
     let data = data_dir(root.path());

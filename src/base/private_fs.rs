@@ -69,6 +69,14 @@ pub fn options() -> OpenOptions {
     options
 }
 
+/// Open options that create (or truncate) a file for writing, 0600 when created: for
+/// `std::fs` as they are, for `tokio::fs` through `tokio::fs::OpenOptions::from`.
+pub fn create_options() -> OpenOptions {
+    let mut options = options();
+    options.write(true).create(true).truncate(true);
+    options
+}
+
 /// Creates `path` 0600 if it does not exist (an empty file), and tightens it if it does.
 pub fn touch(path: &Path) -> std::io::Result<()> {
     options().write(true).create(true).truncate(false).open(path)?;

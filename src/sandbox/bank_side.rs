@@ -9,6 +9,7 @@
 //! connections again after a restart without asking the store.
 
 use std::collections::HashMap;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -250,8 +251,9 @@ fn finish_later(folders: &Folders, marker_path: &Path, marker: Marker, now: Syst
 fn write_whole(path: &Path, content: &[u8]) -> anyhow::Result<()> {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
     let temp = path.with_file_name(format!(".{name}.tmp"));
-    std::fs::write(&temp, content)?;
-    std::fs::File::open(&temp)?.sync_all()?;
+    let mut file = private_fs::create_options().open(&temp)?;
+    file.write_all(content)?;
+    file.sync_all()?;
     std::fs::rename(&temp, path)?;
     Ok(())
 }

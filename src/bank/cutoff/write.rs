@@ -74,7 +74,7 @@ pub async fn to_path(store: &dyn Store, scope: &Scope, file: &BankFile, path: &P
 }
 
 async fn write_tmp(store: &dyn Store, scope: &Scope, file: &BankFile, tmp: &Path) -> Result<Written> {
-    let sink = std::fs::File::create(tmp).map_err(|e| io_err(&format!("creating {}", tmp.display()), e))?;
+    let sink = crate::base::private_fs::create_options().open(tmp).map_err(|e| io_err(&format!("creating {}", tmp.display()), e))?;
     let out = Hashing { inner: BufWriter::with_capacity(256 * 1024, sink), hasher: Sha256::new(), bytes: 0 };
     let out = render(store, scope, file, out).await?;
     let written = Written { sha256: hex(&out.hasher.finalize()), size_bytes: out.bytes };

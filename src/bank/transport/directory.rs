@@ -16,6 +16,7 @@ use super::{
     Digest, MAX_ASIDE_SUFFIX, OutboundFolder, Published, RemoteFile, Result, Transport, TransportError, Uploaded, aside_name, check_name,
     copy_hashing, hash_reader, is_listed, local_error, upload_via,
 };
+use crate::base::private_fs;
 
 /// A local outbound/inbound folder pair.
 #[derive(Debug, Clone)]
@@ -90,7 +91,7 @@ impl OutboundFolder for DirectoryTransport {
     async fn write_part(&self, part: &str, local: &Path) -> Result<Digest> {
         let path = self.outbound.join(part);
         let mut from = tokio::fs::File::open(local).await.map_err(|e| local_error(local, e))?;
-        let mut to = tokio::fs::File::create(&path).await.map_err(|e| folder_error(&path, e))?;
+        let mut to = tokio::fs::OpenOptions::from(private_fs::create_options()).open(&path).await.map_err(|e| folder_error(&path, e))?;
         let copied = copy_hashing(&mut from, &mut to, None).await;
         let digest = copied.map_err(|e| e.classify(|e| local_error(local, e), |e| folder_error(&path, e), no_stall()))?;
         to.sync_all().await.map_err(|e| folder_error(&path, e))?;
@@ -141,7 +142,7 @@ impl Transport for DirectoryTransport {
         check_name(name)?;
         let path = self.inbound.join(name);
         let mut from = tokio::fs::File::open(&path).await.map_err(|e| folder_error(&path, e))?;
-        let mut to = tokio::fs::File::create(local).await.map_err(|e| local_error(local, e))?;
+        let mut to = tokio::fs::OpenOptions::from(private_fs::create_options()).open(local).await.map_err(|e| local_error(local, e))?;
         copy_hashing(&mut from, &mut to, None)
             .await
             .map_err(|e| e.classify(|e| folder_error(&path, e), |e| local_error(local, e), no_stall()))

@@ -40,6 +40,7 @@ use super::{
     CHUNK, CopyError, Digest, MAX_ASIDE_SUFFIX, OutboundFolder, Published, RemoteFile, Result, Transport, TransportError, Uploaded,
     aside_name, check_name, copy_hashing, hash_reader, is_listed, local_error, upload_via,
 };
+use crate::base::private_fs;
 
 /// Interval of SSH keepalives; three unanswered ones close the connection.
 pub const KEEPALIVE: Duration = Duration::from_secs(15);
@@ -319,7 +320,7 @@ impl Session {
     async fn fetch(&self, name: &str, local: &Path) -> Result<Digest> {
         let path = join(&self.inbound, name);
         let mut from = self.sftp.open(path.as_str()).await.map_err(|e| self.sftp_error(&path, e))?;
-        let mut to = tokio::fs::File::create(local).await.map_err(|e| local_error(local, e))?;
+        let mut to = tokio::fs::OpenOptions::from(private_fs::create_options()).open(local).await.map_err(|e| local_error(local, e))?;
         let copied = copy_hashing(&mut from, &mut to, Some(self.operation)).await;
         let stalled = self.timeout(format!("reading {path}"));
         copied.map_err(|e| e.classify(|e| self.stream_error(&path, e), |e| local_error(local, e), stalled))
