@@ -332,6 +332,24 @@ async fn b5_line_items_link_a_transaction_to_what_it_settles() {
     assert!(list_ids(&server, "/api/transaction_line_items?type=receiving", &key).await.is_empty());
     let (status, body) = get(&server, &key, "/api/transaction_line_items?type=sideways").await;
     assert_422(status, &body, "type");
+    // L2: MT's deep-object id (`id[0]=`, the SDKs' form for a map of ids) filters as id[] does,
+    // and the nested list takes MT's `type` too.
+    let other = as_worker(&server, &key, |ctx, batch| {
+        let mut txn = transaction::stage_new(ctx, batch, booked(&account, 300, Direction::Debit, "2026-03-03", "ach")).unwrap();
+        transaction::stage_line_item(ctx, batch, &mut txn, Settles::PaymentOrder("po_2".into()), 300).unwrap()
+    })
+    .await;
+    for form in ["id%5B0%5D", "id[0]", "id[]", "id"] {
+        let path = format!("/api/transaction_line_items?{form}={}", item.id);
+        assert_eq!(list_ids(&server, &path, &key).await, [item.id.as_str()], "{form}");
+    }
+    let both = format!("/api/transaction_line_items?id%5B0%5D={}&id%5B1%5D={}", item.id, other.id);
+    assert_eq!(list_ids(&server, &both, &key).await.len(), 2);
+    let nested = |line_type: &str| format!("/api/transactions/{}/line_items?type={line_type}", txn.id);
+    assert_eq!(list_ids(&server, &nested("originating"), &key).await, [item.id.as_str()]);
+    assert!(list_ids(&server, &nested("receiving"), &key).await.is_empty());
+    let (status, body) = get(&server, &key, &nested("sideways")).await;
+    assert_422(status, &body, "type");
 
     // A stored transaction linked later is replaced at the version it was read at.
     let stored = server.store.get("transaction", &scope_of(&server, &key).await, &txn.id).await.unwrap().unwrap();

@@ -1138,3 +1138,50 @@ on_both_stores! {
         assert_eq!(listed.as_array().map(Vec::len), Some(2), "{listed}");
     }
 }
+
+on_both_stores! {
+/// L2: a filter Payrail knows is honoured or refused, never ignored: a bare `created_at` is
+/// `[eq]`, a versions list takes MT's `id[]`, and a misspelt `balances[...]` key or a
+/// `show_deleted` that is no boolean is a 422 naming it (ignoring them answered the unfiltered
+/// list, or current balances that looked like the ones asked for).
+#[tokio::test]
+async fn l2_known_ledger_filters_are_honoured_or_refused_never_ignored() {
+    let server = TestServer::start().await;
+    let key = server.key().await;
+    let (_, a, b) = books(&server, &key).await;
+    let (status, txn) = transfer(&server, &key, vec![entry(&a, "credit", 5), entry(&b, "debit", 5)], "pending").await;
+    assert_eq!(status, 201, "{txn}");
+    let id = txn["id"].as_str().unwrap();
+    let (status, _) = json(server.patch(&format!("/api/ledger_transactions/{id}"), &key, &json!({"description": "v2"})).send().await.unwrap()).await;
+    assert_eq!(status, 200);
+    let versions = get(&server, &key, &format!("/api/ledger_transactions/{id}/versions")).await;
+    let first = versions[1]["id"].as_str().unwrap().to_owned();
+    for path in [
+        format!("/api/ledger_transactions/{id}/versions?id%5B%5D={first}"),
+        format!("/api/ledger_transaction_versions?ledger_transaction_id={id}&id%5B%5D={first}"),
+    ] {
+        let listed = get(&server, &key, &path).await;
+        assert_eq!(listed.as_array().map(|l| l.len()), Some(1), "{path}: {listed}");
+        assert_eq!(listed[0]["id"], first.as_str());
+    }
+    assert_eq!(get(&server, &key, &format!("/api/ledger_transactions/{id}/versions?id%5B%5D=nothing")).await, json!([]));
+
+    let created = get(&server, &key, &format!("/api/ledger_accounts/{a}")).await["created_at"].as_str().unwrap().to_owned();
+    let listed = get(&server, &key, &format!("/api/ledger_accounts?created_at={created}")).await;
+    let ids: Vec<&str> = listed.as_array().unwrap().iter().map(|x| x["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, [a.as_str()], "a bare created_at is [eq]");
+    assert_eq!(get(&server, &key, "/api/ledger_accounts?created_at=2020-01-01T00:00:00Z").await, json!([]));
+
+    for (path, parameter) in [
+        ("/api/ledger_accounts?balances%5Bas_of_dat%5D=2026-01-09".to_owned(), "balances[as_of_dat]"),
+        (format!("/api/ledger_accounts/{a}?balances%5Bas_of_dat%5D=2026-01-09"), "balances[as_of_dat]"),
+        ("/api/ledger_account_categories?balances%5Bfoo%5D=x".to_owned(), "balances[foo]"),
+        ("/api/ledger_entries?show_deleted=bad".to_owned(), "show_deleted"),
+    ] {
+        let (status, body) = json(server.get(&path, &key).send().await.unwrap()).await;
+        assert_error(status, &body, 422, "parameter_invalid");
+        assert_eq!(body["errors"]["parameter"], parameter, "{path}: {body}");
+    }
+    get(&server, &key, "/api/ledger_entries?show_deleted=false").await;
+}
+}

@@ -546,6 +546,9 @@ async fn deliveries_are_listed_paged_and_a_failed_one_can_be_resent() {
     assert_eq!(json(second).await.1[0]["id"], list[1]["id"]);
     assert_eq!(deliveries(&server, &key, &id, "&status=failed").await.len(), 2);
     assert_eq!(deliveries(&server, &key, &id, "&status=delivered").await.len(), 0);
+    let (status, body) = json(server.get(&format!("/api/webhook_endpoints/{id}/deliveries?status=bogus"), &key).send().await.unwrap()).await;
+    assert_error(status, &body, 422, "parameter_invalid");
+    assert_eq!(body["errors"]["parameter"], "status", "a status outside the list is refused, not matched by nothing: {body}");
 
     let target = list[1]["id"].as_str().unwrap().to_owned();
     let (status, one) = json(server.get(&format!("/api/webhook_endpoints/{id}/deliveries/{target}"), &key).send().await.unwrap()).await;

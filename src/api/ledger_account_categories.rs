@@ -82,6 +82,7 @@ impl<S: Send + Sync> FromRequestParts<S> for PathPair {
 }
 
 fn balances(query: &QueryParams) -> Result<BalanceQuery, Error> {
+    BalanceQuery::refuse_unknown(query.0.iter().map(|(k, _)| k.as_str()))?;
     if let Some(name) = UNSUPPORTED_BALANCES.iter().find(|name| query.get(name).is_some()) {
         return Err(Error::invalid(
             *name,

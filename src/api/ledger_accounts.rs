@@ -90,6 +90,7 @@ pub async fn retrieve(
     query: QueryParams,
 ) -> Result<Response, Error> {
     let scope = principal.scope();
+    BalanceQuery::refuse_unknown(query.0.iter().map(|(k, _)| k.as_str()))?;
     let balances = BalanceQuery::parse(|name| query.get(name))?;
     Ok(ok_json(accounts::get(&state.ctx(&scope), &id, &balances).await?))
 }
@@ -117,6 +118,7 @@ pub async fn retrieve(
 pub async fn list(State(state): State<AppState>, principal: Principal, paging: Paging, query: QueryParams) -> Result<Response, Error> {
     unsupported_filters(&query, UNSUPPORTED)?;
     let scope = principal.scope();
+    BalanceQuery::refuse_unknown(query.0.iter().map(|(k, _)| k.as_str()))?;
     let balances = BalanceQuery::parse(|name| query.get(name))?;
     let (created_from, created_to) = time_filter(&query, "created_at")?;
     let filter = AccountFilter {

@@ -77,8 +77,10 @@ pub async fn retrieve(
 pub async fn list(State(state): State<AppState>, principal: Principal, paging: Paging, query: QueryParams) -> Result<Response, Error> {
     unsupported_filters(&query, UNSUPPORTED)?;
     newest_first_only(&query)?;
-    if query.get("show_deleted") == Some("true") {
-        return Err(Error::invalid("show_deleted", "Payrail never deletes ledger entries; show_deleted is not supported"));
+    match query.get("show_deleted") {
+        None | Some("" | "false") => {}
+        Some("true") => return Err(Error::invalid("show_deleted", "Payrail never deletes ledger entries; show_deleted is not supported")),
+        Some(_) => return Err(Error::invalid("show_deleted", "show_deleted must be true or false")),
     }
     let scope = principal.scope();
     let filter = EntryFilter {

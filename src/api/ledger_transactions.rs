@@ -61,6 +61,9 @@ pub struct VersionParams {
     /// Only versions within these bounds (the first is 1).
     #[param(style = DeepObject, explode, inline)]
     version: Option<VersionRange>,
+    /// Only these versions (also read as `id`, repeated).
+    #[param(rename = "id[]")]
+    ids: Option<Vec<String>>,
 }
 
 #[utoipa::path(
@@ -230,5 +233,9 @@ fn version_list_filters(query: &QueryParams) -> Result<Vec<Filter>, Error> {
     let (created_from, created_to) = time_filter(query, "created_at")?;
     filters.extend(created_from.map(Filter::CreatedFrom));
     filters.extend(created_to.map(Filter::CreatedTo));
+    let ids = query.all("id");
+    if !ids.is_empty() {
+        filters.push(Filter::IdIn(ids));
+    }
     Ok(filters)
 }

@@ -263,13 +263,15 @@ fn newest_first_only(query: &QueryParams) -> Result<(), crate::error::Error> {
     Ok(())
 }
 
-/// MT's `name[gt|gte|lt|lte|eq]=...` time filters as an inclusive range.
+/// MT's `name[gt|gte|lt|lte|eq]=...` time filters as an inclusive range; a bare `name=...` is
+/// read as `[eq]`, as the other range filters read it (never ignored: the name is known).
 fn time_filter(query: &QueryParams, name: &str) -> Result<(Option<Timestamp>, Option<Timestamp>), crate::error::Error> {
     let bound = |op: &str, upper: bool| time_bound(&format!("{name}[{op}]"), query.get(&format!("{name}[{op}]")), upper);
     let (gt, gte, lt, lte) = (bound("gt", true)?, bound("gte", false)?, bound("lt", false)?, bound("lte", true)?);
     let (eq_from, eq_to) = (bound("eq", false)?, bound("eq", true)?);
-    let from = [gt.map(|t| t.plus_micros(1)), gte, eq_from].into_iter().flatten().max();
-    let to = [lt.map(|t| t.plus_micros(-1)), lte, eq_to].into_iter().flatten().min();
+    let (bare_from, bare_to) = (time_bound(name, query.get(name), false)?, time_bound(name, query.get(name), true)?);
+    let from = [gt.map(|t| t.plus_micros(1)), gte, eq_from, bare_from].into_iter().flatten().max();
+    let to = [lt.map(|t| t.plus_micros(-1)), lte, eq_to, bare_to].into_iter().flatten().min();
     Ok((from, to))
 }
 

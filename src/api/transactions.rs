@@ -109,7 +109,11 @@ pub async fn update(
     path = "/api/transactions/{id}/line_items",
     tag = "transactions",
     operation_id = "listTransactionLineItemsOfTransaction",
-    params(("id" = String, Path, description = "The transaction's id."), PageParams),
+    params(
+        ("id" = String, Path, description = "The transaction's id."),
+        PageParams,
+        ("type" = Option<String>, Query, description = "originating or receiving."),
+    ),
     responses(
         (status = 200, description = "A page of the transaction's line items, newest first.", body = [TransactionLineItem]),
     ),
@@ -119,9 +123,10 @@ pub async fn line_items_of(
     principal: Principal,
     paging: Paging,
     PathId(id): PathId,
+    query: QueryParams,
 ) -> Result<Response, Error> {
     let scope = principal.scope();
-    Ok(paging.reply(transaction::line_items_of(&state.ctx(&scope), &id, paging.spec).await?))
+    Ok(paging.reply(transaction::line_items_of(&state.ctx(&scope), &id, param(&query, "type"), paging.spec).await?))
 }
 
 #[utoipa::path(
@@ -131,7 +136,7 @@ pub async fn line_items_of(
     operation_id = "listTransactionLineItems",
     params(
         PageParams,
-        ("id[]" = Option<Vec<String>>, Query, description = "Only these line items (also read as id)."),
+        ("id[]" = Option<Vec<String>>, Query, description = "Only these line items (also read as id, and as MT's id[KEY], the SDKs' form)."),
         ("transaction_id" = Option<String>, Query),
         ("type" = Option<String>, Query, description = "originating or receiving."),
     ),
@@ -146,7 +151,8 @@ pub async fn list_line_items(
     query: QueryParams,
 ) -> Result<Response, Error> {
     let scope = principal.scope();
-    let filter = LineItemFilter { ids: query.all("id"), transaction_id: param(&query, "transaction_id"), line_type: param(&query, "type") };
+    let filter =
+        LineItemFilter { ids: query.all_keyed("id"), transaction_id: param(&query, "transaction_id"), line_type: param(&query, "type") };
     Ok(paging.reply(transaction::list_line_items(&state.ctx(&scope), &filter, paging.spec).await?))
 }
 

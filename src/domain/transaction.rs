@@ -474,9 +474,9 @@ pub async fn list_line_items(ctx: &Ctx<'_>, filter: &LineItemFilter, page: PageS
 }
 
 /// `GET /api/transactions/{id}/line_items`: a 404 when the transaction is not the caller's.
-pub async fn line_items_of(ctx: &Ctx<'_>, transaction_id: &str, page: PageSpec) -> Result<ListedPage> {
+pub async fn line_items_of(ctx: &Ctx<'_>, transaction_id: &str, line_type: Option<String>, page: PageSpec) -> Result<ListedPage> {
     ctx.store.get(KIND, ctx.scope, transaction_id).await?.ok_or_else(|| Error::not_found("transaction"))?;
-    let filter = LineItemFilter { transaction_id: Some(transaction_id.to_owned()), ..LineItemFilter::default() };
+    let filter = LineItemFilter { transaction_id: Some(transaction_id.to_owned()), line_type, ..LineItemFilter::default() };
     list_line_items(ctx, &filter, page).await
 }
 

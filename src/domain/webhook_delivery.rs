@@ -393,9 +393,10 @@ async fn require_endpoint(ctx: &Ctx<'_>, endpoint_id: &str) -> Result<()> {
 
 /// The endpoint's deliveries, newest first; `status` narrows them.
 pub async fn list(ctx: &Ctx<'_>, endpoint_id: &str, status: Option<&str>, page: PageSpec) -> Result<ListedPage> {
+    let status = status.map(|s| super::validate::one_of("status", s, STATUSES)).transpose()?;
     require_endpoint(ctx, endpoint_id).await?;
     let mut filters: Vec<Filter> = vec![Filter::Eq { name: "webhook_endpoint_id".into(), value: endpoint_id.to_owned() }];
-    filters.extend(listing::eq("status", status));
+    filters.extend(listing::eq("status", status.as_deref()));
     let found = listing::fetch(ctx, KIND, filters, page).await?;
     let items: Vec<Delivery> = found.items.iter().map(|o| parse(o).map(|s| s.delivery)).collect::<Result<_>>()?;
     let json = serde_json::to_vec(&items).map_err(|e| Error::internal(format!("webhook deliveries: {e}")))?;

@@ -160,6 +160,18 @@ impl QueryParams {
         self.0.iter().filter(|(k, _)| *k == listed || k == name).map(|(_, v)| v.clone()).collect()
     }
 
+    /// Every value of `name` given as [`all`](Self::all) reads it or as `name[KEY]=v`: MT's
+    /// deep-object form (`id[0]=a&id[1]=b`), which the SDKs send for a map of ids.
+    pub fn all_keyed(&self, name: &str) -> Vec<String> {
+        self.0
+            .iter()
+            .filter(|(k, _)| {
+                k == name || k.strip_prefix(name).and_then(|rest| rest.strip_prefix('[')).is_some_and(|rest| rest.ends_with(']'))
+            })
+            .map(|(_, v)| v.clone())
+            .collect()
+    }
+
     /// Every `metadata[key]=value` pair, in order.
     pub fn metadata(&self) -> Vec<(String, String)> {
         self.0

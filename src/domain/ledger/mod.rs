@@ -166,6 +166,28 @@ pub struct BalanceQuery {
 }
 
 impl BalanceQuery {
+    /// The `balances[...]` parameters [`parse`](Self::parse) reads.
+    pub const PARAMETERS: &[&str] = &[
+        "balances[effective_at]",
+        "balances[as_of_date]",
+        "balances[effective_at_lower_bound]",
+        "balances[effective_at_upper_bound]",
+        "balances[as_of_lock_version]",
+    ];
+
+    /// Refuses a `balances[...]` parameter that is none of [`PARAMETERS`](Self::PARAMETERS)
+    /// (`balances[as_of_dat]`): ignoring it would answer current balances that look like the
+    /// ones asked for.
+    pub fn refuse_unknown<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<()> {
+        let unknown = names.into_iter().find(|n| (*n == "balances" || n.starts_with("balances[")) && !Self::PARAMETERS.contains(n));
+        match unknown {
+            Some(name) => {
+                Err(Error::invalid(name, format!("{name} is not a balances parameter; Payrail reads {}", Self::PARAMETERS.join(", "))))
+            }
+            None => Ok(()),
+        }
+    }
+
     /// Reads `balances[effective_at]`, `balances[as_of_date]` (the end of that UTC day),
     /// `balances[effective_at_lower_bound]` (inclusive), `balances[effective_at_upper_bound]`
     /// (exclusive) and `balances[as_of_lock_version]`. `get` looks a query parameter up.
