@@ -337,8 +337,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => serve(config, args).await,
         Command::Openapi => {
-            print!("{}", payrail::api::openapi::json());
-            Ok(())
+            // `payrail openapi | head` closes the pipe early: that ends the output, not an error
+            // worth a panic.
+            use std::io::Write as _;
+            match std::io::stdout().lock().write_all(payrail::api::openapi::json().as_bytes()) {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+                _ => Ok(()),
+            }
         }
         Command::Migrate => {
             payrail::migrate(&config).await?;

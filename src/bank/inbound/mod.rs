@@ -230,7 +230,7 @@ async fn reject(
         status: InboundStatus::Rejected,
         already_applied: false,
         effects: Effects::default(),
-        error: Some(format!("{reason} (moved aside to {aside})")),
+        error: Some(format!("{reason} (moved aside to {ASIDE_FOLDER}/{aside})")),
     })
 }
 
