@@ -93,11 +93,13 @@ enum Command {
 
 #[derive(Args)]
 struct ServeArgs {
+    /// Address of the API (HTTPS, or plain HTTP with --plain-http).
     #[arg(long, env = "PAYRAIL_LISTEN", default_value = config::DEFAULT_LISTEN)]
     listen: SocketAddr,
     /// PEM certificate chain (with --tls-key); without both, a self-signed one is made.
     #[arg(long, env = "PAYRAIL_TLS_CERT", requires = "tls_key")]
     tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
     #[arg(long, env = "PAYRAIL_TLS_KEY", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
     /// Plain HTTP admin listener for /healthz and /metrics; "off" disables it.
