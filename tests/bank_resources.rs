@@ -288,6 +288,9 @@ async fn b5_transactions_mt_shape_filters_and_metadata() {
     assert_eq!(patched["metadata"], json!({"invoice": "42"}));
     assert_eq!(list_ids(&server, "/api/transactions?metadata[invoice]=42", &key).await, [credit.id.as_str()]);
     assert_eq!(event_names(&server, &key, &credit.id).await, ["created", "updated"]);
+    let (status, again) = json(server.patch(&path, &key, &json!({"metadata": {"invoice": "42"}})).send().await.unwrap()).await;
+    assert_eq!((status, &again["updated_at"]), (200, &patched["updated_at"]), "E4: the metadata it holds changes nothing");
+    assert_eq!(event_names(&server, &key, &credit.id).await, ["created", "updated"], "E4: and writes no event");
 
     for (query, param) in [
         ("direction=sideways", "direction"),
@@ -622,6 +625,9 @@ async fn b7_simulated_incoming_payment_reconciles_an_expected_payment() {
     let (status, patched) =
         json(server.patch(&format!("/api/incoming_payment_details/{detail_id}"), &key, &json!({"metadata": {"k": "v"}})).send().await.unwrap()).await;
     assert_eq!((status, patched["metadata"].clone()), (200, json!({"k": "v"})));
+    let (status, again) =
+        json(server.patch(&format!("/api/incoming_payment_details/{detail_id}"), &key, &json!({"metadata": {"k": "v"}})).send().await.unwrap()).await;
+    assert_eq!((status, &again["updated_at"]), (200, &patched["updated_at"]), "E4: the metadata it holds changes nothing");
     assert_eq!(list_ids(&server, "/api/incoming_payment_details?metadata[k]=v", &key).await, [detail_id.to_owned()]);
     for (query, param) in [("?status=lost", "status"), ("?direction=up", "direction"), ("?type=teleport", "type"), ("?as_of_date_start=x", "as_of_date_start")] {
         let (status, body) = get(&server, &key, &format!("/api/incoming_payment_details{query}")).await;

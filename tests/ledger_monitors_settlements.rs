@@ -602,3 +602,45 @@ on_postgres_only! {
         assert_events_settle_at(&b, &key, &id, &want).await;
     }
 }
+
+on_both_stores! {
+    /// SPEC E4: a PATCH that changes nothing (empty, the description or metadata it holds) of a
+    /// monitor, a category or a settlement answers it as it is, with no event and `updated_at`
+    /// kept; a real change writes one `updated`. A monitor's `alert_condition`, not in MT's
+    /// update request, is refused rather than ignored.
+    #[tokio::test]
+    async fn e4_monitor_category_and_settlement_patches_that_change_nothing_write_nothing() {
+        let server = TestServer::start().await;
+        let key = server.key().await;
+        let ledger = ledger(&server, &key).await;
+        let (payable, cash) = (account(&server, &key, &ledger, "credit").await, account(&server, &key, &ledger, "debit").await);
+        let monitor = create(&server, &key, MONITORS, json!({"ledger_account_id": payable, "description": "low", "metadata": {"k": "v"},
+            "alert_condition": {"field": "posted_balance_amount", "operator": "greater_than", "value": 100}})).await;
+        let category = create(&server, &key, "/api/ledger_account_categories", json!({"ledger_id": ledger, "name": "Payables",
+            "normal_balance": "credit", "currency": "USD", "description": "d", "metadata": {"k": "v"}})).await;
+        let settlement = settle(&server, &key, json!({"settled_ledger_account_id": payable, "contra_ledger_account_id": cash,
+            "description": "d", "metadata": {"k": "v"}})).await;
+        for (object, path) in [
+            (&monitor, format!("{MONITORS}/{}", monitor["id"].as_str().unwrap())),
+            (&category, format!("/api/ledger_account_categories/{}", category["id"].as_str().unwrap())),
+            (&settlement, format!("{SETTLEMENTS}/{}", settlement["id"].as_str().unwrap())),
+        ] {
+            let id = object["id"].as_str().unwrap();
+            for body in [json!({}), json!({"description": object["description"]}), json!({"metadata": {"k": "v"}})] {
+                let (status, reply) = patch(&server, &key, &path, body.clone()).await;
+                assert_eq!(status, 200, "{path} {body}: {reply}");
+                assert_eq!(reply["updated_at"], object["updated_at"], "{path} {body}: updated_at kept");
+            }
+            assert_eq!(event_names(&server, &key, id).await, ["created"], "{path}: no event for no change");
+            let (status, reply) = patch(&server, &key, &path, json!({"description": "changed"})).await;
+            assert_eq!((status, reply["description"].as_str()), (200, Some("changed")), "{path}: {reply}");
+            assert_eq!(event_names(&server, &key, id).await, ["created", "updated"], "{path}");
+        }
+        let path = format!("{MONITORS}/{}", monitor["id"].as_str().unwrap());
+        let condition = json!({"field": "posted_balance_amount", "operator": "less_than", "value": 1});
+        let (status, body) = patch(&server, &key, &path, json!({"alert_condition": condition})).await;
+        assert_error(status, &body, 422, "parameter_invalid");
+        assert_eq!(body["errors"]["parameter"], "alert_condition", "{body}");
+        assert_eq!(get(&server, &key, &path).await["alert_condition"]["operator"], "greater_than", "the refused edit changed nothing");
+    }
+}

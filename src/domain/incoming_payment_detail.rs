@@ -293,7 +293,11 @@ pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &Incomi
         let stored = ctx.store.get(KIND, ctx.scope, id).await?.ok_or_else(|| Error::not_found("incoming payment detail"))?;
         let Some(metadata) = &patch.metadata else { return Ok(stored.doc) };
         let mut detail = parse(&stored)?;
+        let before = detail.clone();
         detail.metadata = validate::merge_metadata("metadata", &detail.metadata, metadata)?;
+        if crate::domain::unchanged(&before, &detail, |d| &mut d.updated_at) {
+            return Ok(stored.doc); // the metadata it holds: no event (SPEC E4)
+        }
         detail.updated_at = ctx.now;
         let json = to_json(&detail)?;
         let mut batch = WriteBatch::new();

@@ -440,7 +440,11 @@ pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &Transa
         let stored = ctx.store.get(KIND, ctx.scope, id).await?.ok_or_else(|| Error::not_found("transaction"))?;
         let Some(metadata) = &patch.metadata else { return Ok(stored.doc) };
         let mut transaction = parse(&stored)?;
+        let before = transaction.clone();
         transaction.metadata = validate::merge_metadata("metadata", &transaction.metadata, metadata)?;
+        if crate::domain::unchanged(&before, &transaction, |t| &mut t.updated_at) {
+            return Ok(stored.doc); // the metadata it holds: no event (SPEC E4)
+        }
         transaction.updated_at = ctx.now;
         let json = to_json("transaction", &transaction)?;
         let mut batch = WriteBatch::new();

@@ -578,6 +578,7 @@ pub async fn accounts_filter(ctx: &Ctx<'_>, category_id: &str, param: &str, term
 pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &CategoryPatch) -> Result<String> {
     retry_on_conflict(|| async {
         let (mut category, version) = load(ctx, id).await?;
+        let before = category.clone();
         let mut batch = WriteBatch::new();
         let ledger_id = category.ledger_id.clone();
         let named = super::Named {
@@ -587,6 +588,10 @@ pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &Catego
             external_id: &mut category.external_id,
         };
         named.apply(patch, &mut batch, KIND, &ledger_id, "ledger account category")?;
+        if crate::domain::unchanged(&before, &category, |c| &mut c.updated_at) {
+            // Nothing changes: no event, and the category as it is (SPEC E4).
+            return render_one(ctx, &category, &BalanceQuery::default(), Change::None).await;
+        }
         category.updated_at = ctx.now;
         let json = render_one(ctx, &category, &BalanceQuery::default(), Change::None).await?;
         batch.push(Write::Replace { record: category.record(ctx.scope)?, expected_version: version });

@@ -169,6 +169,11 @@ pub struct MonitorPatch {
     pub description: Option<Option<String>>,
     #[schema(schema_with = super::super::schema::metadata_patch_or_null)]
     pub metadata: Option<MetadataPatch>,
+    /// Not in MT's update request: refused rather than ignored, so a client never believes it
+    /// changed the alert.
+    #[serde(default)]
+    #[schema(ignore)]
+    pub alert_condition: Option<serde_json::Value>,
 }
 
 impl ConditionInput {
@@ -310,11 +315,22 @@ pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &Monito
     retry_on_conflict(|| async {
         let stored = ctx.store.get(KIND, ctx.scope, id).await?.ok_or_else(|| Error::not_found("ledger account balance monitor"))?;
         let mut monitor = parse(&stored)?;
+        if patch.alert_condition.is_some() {
+            return Err(Error::invalid(
+                "alert_condition",
+                "a monitor's alert_condition cannot be changed; create a new monitor (and delete this one)",
+            ));
+        }
+        let before = monitor.clone();
         if let Some(description) = &patch.description {
             monitor.description = validate::opt_text("description", description.as_deref(), TEXT_LEN_MAX)?;
         }
         if let Some(metadata) = &patch.metadata {
             monitor.metadata = validate::merge_metadata("metadata", &monitor.metadata, metadata)?;
+        }
+        if crate::domain::unchanged(&before, &monitor, |m| &mut m.updated_at) {
+            // Nothing changes: no event, and the monitor as it is (SPEC E4).
+            return monitor.served(state_of(ctx, &monitor.ledger_account_id).await?.as_ref(), None);
         }
         monitor.updated_at = ctx.now;
         let json = monitor.served(state_of(ctx, &monitor.ledger_account_id).await?.as_ref(), None)?;

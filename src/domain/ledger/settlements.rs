@@ -418,7 +418,11 @@ pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &Settle
     retry_on_conflict(|| async {
         let stored = ctx.store.get(KIND, ctx.scope, id).await?.ok_or_else(|| Error::not_found("ledger account settlement"))?;
         let mut settlement = parse(&stored)?;
+        let before = settlement.clone();
         let (to, event_name) = patch.apply(&mut settlement)?;
+        if to.is_none() && crate::domain::unchanged(&before, &settlement, |s| &mut s.updated_at) {
+            return Ok(stored.doc); // nothing changes: no event (SPEC E4)
+        }
         settlement.updated_at = ctx.now;
         let mut batch = WriteBatch::new();
         if let (Some(to), Some(txn_id)) = (to, &settlement.ledger_transaction_id) {
