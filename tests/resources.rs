@@ -530,8 +530,22 @@ async fn e_internal_account_crud() {
     assert_eq!(patched["created_at"], operating["created_at"]);
     assert!(patched["updated_at"].as_str() > operating["updated_at"].as_str());
     assert_eq!(fetch(&server, &path, &key).await, patched);
+    // An account may not be its own ancestor, however far up (A -> B -> A).
+    let child = create(&server, "/api/internal_accounts", &key, json!({"name": "Child", "currency": "USD", "parent_account_id": id(&operating)})).await;
+    let grandchild = create(&server, "/api/internal_accounts", &key, json!({"name": "Grandchild", "currency": "USD", "parent_account_id": id(&child)})).await;
+    for parent in [id(&grandchild), id(&child)] {
+        let (status, body) = status_of(server.patch(&path, &key, &json!({"parent_account_id": parent}))).await;
+        assert_error(status, &body, 422, "parameter_invalid");
+        assert_eq!(body["errors"]["parameter"], "parent_account_id", "{body}");
+    }
+    assert_eq!(fetch(&server, &path, &key).await["parent_account_id"], Value::Null, "a refused edit changes nothing");
     let closing = patch(&server, &path, &key, json!({"status": "pending_closure"})).await;
     assert_eq!(closing["status"], "pending_closure");
+    // An account being closed sends no new payment order.
+    let order = json!({"type": "book", "amount": 100, "direction": "credit", "originating_account_id": id(&operating), "receiving_account_id": id(&payroll)});
+    let (status, body) = status_of(server.post("/api/payment_orders", &key, &order)).await;
+    assert_error(status, &body, 422, "parameter_invalid");
+    assert_eq!(body["errors"]["parameter"], "originating_account_id", "{body}");
 
     // SPEC E lists no DELETE for internal accounts.
     let (status, _) = status_of(server.delete(&path, &key)).await;

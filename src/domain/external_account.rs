@@ -107,7 +107,10 @@ impl ExternalAccountInput {
     ) -> Result<ExternalAccount> {
         let p = |field: &str| if param.is_empty() { field.to_owned() } else { format!("{param}.{field}") };
         if self.ledger_account.is_some() {
-            return Err(Error::invalid(p("ledger_account"), "ledgers are not supported by Payrail"));
+            return Err(Error::invalid(
+                p("ledger_account"),
+                "Payrail does not make a ledger account with an external account yet; create it under /api/ledger_accounts",
+            ));
         }
         if self.plaid_processor_token.is_some() {
             return Err(Error::invalid(p("plaid_processor_token"), "Plaid is not supported by Payrail"));

@@ -281,7 +281,12 @@ impl InternalAccount {
     fn apply(&mut self, patch: &InternalAccountPatch, stamp: Stamp) -> Result<()> {
         if patch.ledger_account_id.is_some() || patch.contra_ledger_account_id.is_some() {
             let param = if patch.ledger_account_id.is_some() { "ledger_account_id" } else { "contra_ledger_account_id" };
-            return Err(Error::invalid(param, "ledgers are not supported by Payrail"));
+            return Err(Error::invalid(
+                param,
+                format!(
+                    "Payrail does not link ledger accounts to internal accounts yet ({param}); its ledgers are served under /api/ledgers"
+                ),
+            ));
         }
         if let Some(name) = &patch.name {
             self.name = Some(validate::text("name", name, TEXT_LEN_MAX)?);
@@ -414,6 +419,31 @@ pub async fn list(ctx: &Ctx<'_>, filter: &InternalAccountFilter, page: PageSpec)
     listing::stored_page(ctx, KIND, filters, page).await
 }
 
+/// Parent links [`refuse_cycle`] follows at most (a deeper tree is refused too).
+const PARENT_DEPTH_MAX: usize = 64;
+
+/// Refuses a `parent_account_id` under which `account` would be its own ancestor (A's parent B,
+/// whose parent is A): such a tree has no root.
+async fn refuse_cycle(ctx: &Ctx<'_>, account: &InternalAccount) -> Result<()> {
+    let mut next = account.parent_account_id.clone();
+    let mut chain = vec![account.id.to_string()];
+    while let Some(id) = next {
+        chain.push(id.clone());
+        if id == account.id.as_str() {
+            let chain = chain.join(" -> ");
+            return Err(Error::invalid("parent_account_id", format!("parent_account_id would make the accounts a cycle: {chain}")));
+        }
+        if chain.len() > PARENT_DEPTH_MAX {
+            return Err(Error::invalid("parent_account_id", format!("parent accounts nest at most {PARENT_DEPTH_MAX} deep")));
+        }
+        next = match ctx.store.get(KIND, ctx.scope, &id).await? {
+            Some(stored) => parse(&stored)?.parent_account_id,
+            None => None,
+        };
+    }
+    Ok(())
+}
+
 pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &InternalAccountPatch) -> Result<String> {
     retry_on_conflict(|| async {
         let stored = ctx.store.get(KIND, ctx.scope, id).await?.ok_or_else(|| Error::not_found("internal account"))?;
@@ -422,6 +452,9 @@ pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &Intern
         account.apply(patch, Stamp { live_mode: ctx.scope.live_mode, now: ctx.now })?;
         if super::unchanged(&before, &account, |a| &mut a.updated_at) {
             return Ok(stored.doc);
+        }
+        if account.parent_account_id != before.parent_account_id {
+            refuse_cycle(ctx, &account).await?;
         }
         let mut batch = WriteBatch::new();
         account.stage_references(ctx.scope, &mut batch);

@@ -238,6 +238,13 @@ pub async fn create(ctx: &Ctx<'_>, commit: &dyn Commit, input: &PaymentOrderInpu
     let originating = originating?
         .ok_or_else(|| Error::invalid("originating_account_id", "originating_account_id does not name an existing internal account"))?;
     let originating = internal_account::parse(&originating)?;
+    if let Some(status) = originating.status.as_deref().filter(|s| *s != "active") {
+        // An account being closed (or not yet open) moves no new money.
+        return Err(Error::invalid(
+            "originating_account_id",
+            format!("the originating account is {status}: only an active account sends payment orders"),
+        ));
+    }
     require(&mut batch, ctx, internal_account::KIND, originating_id.as_str(), "originating_account_id");
     let currency = order_currency(input.currency.as_deref(), originating.currency)?;
     let receiving = receiving?;
