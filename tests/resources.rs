@@ -278,6 +278,7 @@ async fn e1_counterparty_with_inline_accounts() {
             "email": "billing@acme.example",
             "external_id": "acme-1",
             "send_remittance_advice": true,
+            "verification_status": "verified",
             "metadata": {"region": "west"},
             "accounts": [
                 {
@@ -307,6 +308,7 @@ async fn e1_counterparty_with_inline_accounts() {
     assert_eq!(created["metadata"], json!({"region": "west"}));
     assert_eq!(created["live_mode"], false);
     assert_eq!(created["legal_entity_id"], Value::Null);
+    assert_eq!(created["verification_status"], "verified", "MT's deprecated field, kept as given");
     assert_eq!(created["discarded_at"], Value::Null);
 
     let accounts = created["accounts"].as_array().unwrap();
@@ -1044,6 +1046,7 @@ async fn l3_every_422_names_its_parameter() {
         (post, cp.into(), json!({"name": "N", "send_remittance_advice": "yes"}), "parameter_invalid", "send_remittance_advice"),
         (post, cp.into(), json!({"name": "N", "legal_entity_id": "le_1"}), "parameter_invalid", "legal_entity_id"),
         (post, cp.into(), json!({"name": "N", "legal_entity": {"legal_entity_type": "business"}}), "parameter_invalid", "legal_entity"),
+        (post, cp.into(), json!({"name": "N", "verification_status": "bogus"}), "parameter_invalid", "verification_status"),
         (post, cp.into(), json!({"name": "N", "accounts": "none"}), "parameter_invalid", "accounts"),
         (post, cp.into(), json!({"name": "N", "accounts": twenty_one}), "parameter_invalid", "accounts"),
         (post, cp.into(), one(json!({"account_type": "bogus"})), "parameter_invalid", "accounts[0].account_type"),

@@ -53,12 +53,18 @@ pub struct CounterpartyInput {
     pub send_remittance_advice: Option<bool>,
     #[serde(default)]
     pub accounts: Vec<ExternalAccountInput>,
+    /// MT's deprecated field, kept as given: `unverified` (the default), `needs_approval`,
+    /// `verified` or `denied`.
+    pub verification_status: Option<String>,
     /// Not supported (422); not in the published schema.
     #[schema(ignore)]
     pub legal_entity: Option<serde_json::Value>,
     #[schema(ignore)]
     pub legal_entity_id: Option<String>,
 }
+
+/// The values of MT's (deprecated) `verification_status`.
+const VERIFICATION_STATUSES: &[&str] = &["denied", "needs_approval", "unverified", "verified"];
 
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[schema(as = counterparty_update_request)]
@@ -82,6 +88,10 @@ impl CounterpartyInput {
     fn build(&self, stamp: Stamp) -> Result<Counterparty> {
         no_legal_entities(self.legal_entity.is_some(), "legal_entity")?;
         no_legal_entities(self.legal_entity_id.is_some(), "legal_entity_id")?;
+        let verification_status = match &self.verification_status {
+            Some(status) => validate::one_of("verification_status", status, VERIFICATION_STATUSES)?,
+            None => "unverified".into(),
+        };
         let name = match &self.name {
             Some(Some(name)) => validate::text("name", name, TEXT_LEN_MAX)?,
             _ => return Err(Error::missing("name")),
@@ -100,7 +110,7 @@ impl CounterpartyInput {
             external_id: validate::opt_text("external_id", self.external_id.as_deref(), TEXT_LEN_MAX)?,
             legal_entity_id: None,
             send_remittance_advice: self.send_remittance_advice.unwrap_or(false),
-            verification_status: "unverified".into(),
+            verification_status,
             created_at: stamp.now,
             updated_at: stamp.now,
             discarded_at: None,
