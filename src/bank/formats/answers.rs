@@ -6,7 +6,9 @@
 //!
 //! Detection: an XML document whose root namespace is
 //! `urn:iso:std:iso:20022:tech:xsd:` followed by `pain.002.001.03`, `.10` or `.12`,
-//! `camt.053.001.08` or `camt.054.001.08`; otherwise text starting with `101` (a NACHA file
+//! `camt.053.001.02`, `.04`, `.06` or `.08`, or `camt.054` of the same versions (most banks
+//! still send `.02`; the camt reader takes the older shapes too: `Sts` as text, a batch's amounts
+//! under `AmtDtls/TxAmt`); otherwise text starting with `101` (a NACHA file
 //! header: record type 1, priority code 01). Anything else is an unknown format. No input makes
 //! a reader panic (see the garbage and truncation tests below).
 
@@ -21,7 +23,13 @@ const NAMESPACES: &[(&str, AnswerFormat)] = &[
     ("urn:iso:std:iso:20022:tech:xsd:pain.002.001.03", AnswerFormat::Pain002),
     ("urn:iso:std:iso:20022:tech:xsd:pain.002.001.10", AnswerFormat::Pain002),
     ("urn:iso:std:iso:20022:tech:xsd:pain.002.001.12", AnswerFormat::Pain002),
+    ("urn:iso:std:iso:20022:tech:xsd:camt.053.001.02", AnswerFormat::Camt053),
+    ("urn:iso:std:iso:20022:tech:xsd:camt.053.001.04", AnswerFormat::Camt053),
+    ("urn:iso:std:iso:20022:tech:xsd:camt.053.001.06", AnswerFormat::Camt053),
     ("urn:iso:std:iso:20022:tech:xsd:camt.053.001.08", AnswerFormat::Camt053),
+    ("urn:iso:std:iso:20022:tech:xsd:camt.054.001.02", AnswerFormat::Camt054),
+    ("urn:iso:std:iso:20022:tech:xsd:camt.054.001.04", AnswerFormat::Camt054),
+    ("urn:iso:std:iso:20022:tech:xsd:camt.054.001.06", AnswerFormat::Camt054),
     ("urn:iso:std:iso:20022:tech:xsd:camt.054.001.08", AnswerFormat::Camt054),
 ];
 
@@ -46,7 +54,7 @@ pub fn detect(bytes: &[u8]) -> Result<AnswerFormat, AnswerError> {
                 None,
                 "line 1",
                 format!(
-                    "XML namespace {namespace:?} is not a format Payrail reads (pain.002.001.03/.10/.12, camt.053.001.08, camt.054.001.08)"
+                    "XML namespace {namespace:?} is not a format Payrail reads (pain.002.001.03/.10/.12, camt.053.001.02/.04/.06/.08, camt.054.001.02/.04/.06/.08)"
                 ),
             )
         });
@@ -68,7 +76,9 @@ mod tests {
         assert_eq!(detect(xml("pain.002.001.10").as_bytes()), Ok(AnswerFormat::Pain002));
         assert_eq!(detect(xml("camt.053.001.08").as_bytes()), Ok(AnswerFormat::Camt053));
         assert_eq!(detect(xml("camt.054.001.08").as_bytes()), Ok(AnswerFormat::Camt054));
-        assert!(detect(xml("camt.053.001.02").as_bytes()).unwrap_err().message.contains("not a format Payrail reads"));
+        assert_eq!(detect(xml("camt.053.001.02").as_bytes()), Ok(AnswerFormat::Camt053));
+        assert_eq!(detect(xml("camt.054.001.06").as_bytes()), Ok(AnswerFormat::Camt054));
+        assert!(detect(xml("camt.053.001.01").as_bytes()).unwrap_err().message.contains("not a format Payrail reads"));
         assert!(detect(xml("pain.001.001.09").as_bytes()).is_err(), "our own payment files are not answers");
         assert!(detect(b"<Document><A/></Document>").unwrap_err().message.contains("without a namespace"));
         assert_eq!(detect(b"101 021000021"), Ok(AnswerFormat::NachaReturns));

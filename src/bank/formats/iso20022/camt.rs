@@ -858,6 +858,29 @@ pub(crate) mod tests {
         assert_eq!(file.answers, expected);
     }
 
+    /// A camt.053.001.02 (the version most banks send) says the same in its own shapes: `Sts`
+    /// as text, and a batch's amounts under `AmtDtls/TxAmt` with no direction of their own.
+    #[test]
+    fn b5_camt053_version_02_reads_as_version_08() {
+        let v02 = SAMPLE_053
+            .replace("camt.053.001.08", "camt.053.001.02")
+            .replace("<Sts><Cd>BOOK</Cd></Sts>", "<Sts>BOOK</Sts>")
+            .replace("<Sts><Cd>PDNG</Cd></Sts>", "<Sts>PDNG</Sts>")
+            .replace(
+                r#"<Amt Ccy="USD">10.00</Amt><CdtDbtInd>DBIT</CdtDbtInd>"#,
+                r#"<AmtDtls><TxAmt><Amt Ccy="USD">10.00</Amt></TxAmt></AmtDtls>"#,
+            )
+            .replace(
+                r#"<Amt Ccy="USD">20.00</Amt><CdtDbtInd>DBIT</CdtDbtInd>"#,
+                r#"<AmtDtls><TxAmt><Amt Ccy="USD">20.00</Amt></TxAmt></AmtDtls>"#,
+            );
+        assert!(v02.contains("<Sts>BOOK</Sts>") && v02.contains("<TxAmt>"), "the sample changed: {v02}");
+        let bytes = v02.as_bytes();
+        assert_eq!(super::super::super::answers::detect(bytes), Ok(AnswerFormat::Camt053));
+        let (old, new) = (read(bytes, AnswerFormat::Camt053).unwrap(), read(SAMPLE_053.as_bytes(), AnswerFormat::Camt053).unwrap());
+        assert_eq!(old.answers, new.answers);
+    }
+
     #[test]
     fn b5_camt_names_the_debtor_of_a_credit_and_the_creditor_of_a_debit() {
         let parties = |debtor: &str, creditor: &str| format!("</Refs><RltdPties>{debtor}{creditor}</RltdPties>");
