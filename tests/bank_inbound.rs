@@ -427,11 +427,78 @@ fn statement_of(number: &str, entries: Vec<payrail::domain::bank_answer::Stateme
         currency: usd,
     };
     let mut writer = CamtWriter::statement(Vec::new(), &header, &[balance("opening_ledger", 0), balance("closing_ledger", total)]).unwrap();
-    for (i, mut entry) in entries.into_iter().enumerate() {
-        entry.bank_reference = Some(format!("E{i}"));
+    for mut entry in entries {
+        // The bank's own reference of each booking, unique as a bank's is, unless the test
+        // names one (the same booking told again).
+        entry.bank_reference.get_or_insert_with(|| payrail::domain::common::new_id().replace('-', ""));
         writer.entry(&entry).unwrap();
     }
     writer.finish().unwrap()
+}
+
+/// A camt.054 (an intraday notification) of `entries` on account `number`, each keeping the
+/// bank reference it names.
+fn notification_of(number: &str, entries: Vec<payrail::domain::bank_answer::StatementEntry>) -> Vec<u8> {
+    use payrail::bank::formats::iso20022::camt::{CamtWriter, ReportHeader};
+    let account = payrail::domain::bank_answer::AccountRef { iban: None, account_number: Some(number.to_owned()) };
+    let header = ReportHeader {
+        message_id: format!("N{}", payrail::domain::common::new_id().replace('-', "")),
+        created_at: time::OffsetDateTime::UNIX_EPOCH + time::Duration::seconds(10 * 3600),
+        report_id: format!("NTFCTN-{}", entries.len()),
+        account,
+        currency: payrail::domain::money::Currency::USD,
+    };
+    let mut writer = CamtWriter::notification(Vec::new(), &header).unwrap();
+    for entry in &entries {
+        writer.entry(entry).unwrap();
+    }
+    writer.finish().unwrap()
+}
+
+on_both_stores! {
+    /// B5: a bank tells one booking twice, in an intraday camt.054 and again in the day's
+    /// camt.053 (the same bank reference, account, direction and amount), or twice in one file:
+    /// it is one transaction, the order it settles is settled once, and incoming money is
+    /// counted once. Another booking of the same amount, with its own reference, is its own.
+    #[tokio::test]
+    async fn b5_one_booking_told_twice_is_one_transaction() {
+        use payrail::domain::bank_answer::EntryDirection::{Credit, Debit};
+        let server = quiet_server().await;
+        let live = live(&server, "acme").await;
+        let wire = order(&server, &live, json!({"type": "wire", "amount": 7_500, "direction": "credit", "receiving_account": wire_receiving("Widgets Inc")})).await;
+        cutoff_now(&server, &live).await;
+        let day = wire["effective_date"].as_str().unwrap().to_owned();
+        let ours = account_number(&server, &live).await;
+        let with_reference = |mut entry: payrail::domain::bank_answer::StatementEntry, reference: &str| {
+            entry.bank_reference = Some(reference.into());
+            entry
+        };
+        let mut paid = with_reference(unnamed(&ours, 7_500, Debit, &day), "BREF-W1");
+        (paid.end_to_end_id, paid.rail) = (Some(end_to_end_id(&wire)), Some("wire".into()));
+        let incoming = with_reference(unnamed(&ours, 12_345, Credit, &day), "BREF-IN-1");
+
+        drop_file(&live, "intraday.xml", &notification_of(&ours, vec![paid.clone(), incoming.clone()]));
+        read_inbound(&server, &live).await;
+        assert_eq!(transactions(&server, &live).await.len(), 2);
+        let settled = get_order(&server, &live, wire["id"].as_str().unwrap()).await;
+        assert_eq!((settled["status"].as_str(), settled["transaction_ids"].as_array().map(Vec::len)), (Some("completed"), Some(1)));
+
+        drop_file(&live, "statement.xml", &statement_of(&ours, vec![paid.clone(), incoming.clone()]));
+        let printed = read_inbound(&server, &live).await;
+        assert!(printed.contains(" applied ") && printed.contains("transactions=0"), "{printed}");
+        assert_eq!(transactions(&server, &live).await.len(), 2, "the day's statement tells the same two bookings");
+        assert_eq!(get_order(&server, &live, wire["id"].as_str().unwrap()).await, settled);
+
+        let twice = with_reference(unnamed(&ours, 500, Credit, &day), "BREF-IN-2");
+        drop_file(&live, "twice.xml", &statement_of(&ours, vec![twice.clone(), twice]));
+        read_inbound(&server, &live).await;
+        assert_eq!(transactions(&server, &live).await.len(), 3, "told twice in one file: one booking");
+
+        drop_file(&live, "another.xml", &statement_of(&ours, vec![with_reference(incoming, "BREF-IN-3")]));
+        read_inbound(&server, &live).await;
+        let amounts: Vec<i64> = transactions(&server, &live).await.iter().map(|t| t["amount"].as_i64().unwrap()).collect();
+        assert_eq!(amounts.iter().filter(|a| **a == 12_345).count(), 2, "another booking of the same amount is its own: {amounts:?}");
+    }
 }
 
 on_both_stores! {

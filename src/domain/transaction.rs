@@ -273,6 +273,37 @@ fn build(ctx: &Ctx<'_>, new: NewTransaction) -> Result<Transaction> {
 /// organization and mode, and `internal_account_id` names an account the caller resolved there
 /// (internal accounts are never deleted, so nothing is re-checked at commit: a file of 50,000
 /// entries pays no lookup per entry).
+/// The transaction already booked on `internal_account_id` under the bank's own reference
+/// `vendor_id` for the same money (direction and amount), if any: a bank tells one booking
+/// twice (an intraday camt.054, then the day's camt.053; a statement sent again), and it is one
+/// booking, never two.
+pub async fn booked_as(
+    ctx: &Ctx<'_>,
+    internal_account_id: &str,
+    vendor_id: &str,
+    direction: Direction,
+    amount: i64,
+) -> Result<Option<String>> {
+    let filters = vec![
+        Filter::Eq { name: "internal_account_id".into(), value: internal_account_id.to_owned() },
+        Filter::Eq { name: "vendor_id".into(), value: vendor_id.to_owned() },
+    ];
+    let mut page = PageSpec { per_page: 100, after_seq: None };
+    loop {
+        let found = listing::fetch(ctx, KIND, filters.clone(), page).await?;
+        for stored in &found.items {
+            let booked = parse(stored)?;
+            if booked.direction == direction && booked.amount == amount {
+                return Ok(Some(booked.id));
+            }
+        }
+        match found.next_seq {
+            Some(seq) => page.after_seq = Some(seq),
+            None => return Ok(None),
+        }
+    }
+}
+
 pub fn stage_new(ctx: &Ctx<'_>, batch: &mut WriteBatch, new: NewTransaction) -> Result<Transaction> {
     let mut transaction = build(ctx, new)?;
     let json = to_json("transaction", &transaction)?;

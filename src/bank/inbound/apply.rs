@@ -45,6 +45,7 @@ pub async fn stage(ctx: &Ctx<'_>, batch: &mut WriteBatch, connection_id: &str, f
         reconciler: Reconciler::new(),
         accounts: accounts_of(ctx, connection_id).await?,
         balances: BTreeMap::new(),
+        booked: HashMap::new(),
     };
     let traces: Vec<&str> = file
         .answers
@@ -105,7 +106,14 @@ struct Staging<'a, 'c> {
     /// (internal account, date) -> the latest time its balances give, and its balances: one
     /// report each.
     balances: BTreeMap<(String, String), (Option<String>, Vec<NewBalance>)>,
+    /// The bookings this file made, by what makes one booking ([`Staging::booking_key`]), to
+    /// the transaction it made: a file that tells one booking twice makes one transaction.
+    booked: HashMap<BookingKey, String>,
 }
+
+/// One booking as a bank tells it: the internal account, the bank's own reference for it, its
+/// direction and amount.
+type BookingKey = (String, String, Direction, i64);
 
 impl Staging<'_, '_> {
     fn note(&mut self, note: String) {
@@ -208,11 +216,21 @@ impl Staging<'_, '_> {
             self.note(format!("{what}: the statement's account is not an internal account of this connection"));
             return Ok(());
         }
+        let key = booking_key(entry, &account);
+        if let Some(booked) = self.booked_before(key.as_ref()).await? {
+            // The same booking told again (a camt.054, then the day's camt.053): one transaction.
+            let reference = entry.bank_reference.as_deref().unwrap_or_default();
+            self.note(format!("{what}: already booked as transaction {booked} (bank reference {reference} on this account)"));
+            return Ok(());
+        }
         let order_id = match order_id {
             Some(id) => self.paid_from(&what, &id, &account).await?.then_some(id),
             None => None,
         };
         let mut txn = transaction::stage_new(self.ctx, self.batch, new_transaction(entry, account))?;
+        if let Some(key) = key {
+            self.booked.insert(key, txn.id.clone());
+        }
         self.effects.transactions += 1;
         if let Some(id) = order_id {
             return self.settle_order(&id, entry, &mut txn).await;
@@ -221,6 +239,17 @@ impl Staging<'_, '_> {
             self.effects.reconciled += 1;
         }
         Ok(())
+    }
+
+    /// The transaction that already holds the booking `key` names: made by this file, or by an
+    /// earlier one. An entry without the bank's reference cannot be told apart from another
+    /// of the same amount, so it is always booked.
+    async fn booked_before(&self, key: Option<&BookingKey>) -> Result<Option<String>> {
+        let Some(key @ (account, reference, direction, amount)) = key else { return Ok(None) };
+        if let Some(id) = self.booked.get(key) {
+            return Ok(Some(id.clone()));
+        }
+        transaction::booked_as(self.ctx, account, reference, *direction, *amount).await
     }
 
     /// Whether the statement's account is the one order `id` pays from: a line of another
@@ -336,6 +365,19 @@ impl Staging<'_, '_> {
     }
 }
 
+/// What makes an entry one booking: its account, the bank's reference, direction and amount.
+fn booking_key(entry: &StatementEntry, account: &str) -> Option<BookingKey> {
+    let reference = entry.bank_reference.clone().filter(|r| !r.is_empty() && !r.eq_ignore_ascii_case("NOTPROVIDED"))?;
+    Some((account.to_owned(), reference, transaction_direction(entry.direction), entry.amount))
+}
+
+fn transaction_direction(direction: EntryDirection) -> Direction {
+    match direction {
+        EntryDirection::Credit => Direction::Credit,
+        EntryDirection::Debit => Direction::Debit,
+    }
+}
+
 fn new_transaction(entry: &StatementEntry, internal_account_id: String) -> NewTransaction {
     let mut details = serde_json::Map::new();
     for (key, value) in
@@ -355,10 +397,7 @@ fn new_transaction(entry: &StatementEntry, internal_account_id: String) -> NewTr
         internal_account_id,
         amount: entry.amount,
         currency: entry.currency,
-        direction: match entry.direction {
-            EntryDirection::Credit => Direction::Credit,
-            EntryDirection::Debit => Direction::Debit,
-        },
+        direction: transaction_direction(entry.direction),
         as_of_date: entry.booking_date.clone(),
         as_of_time: None,
         transaction_type: entry
