@@ -3,7 +3,6 @@
 //! body, as Modern Treasury answers). Balances are summed over the category's tree, current or
 //! as of `balances[effective_at]` / `balances[as_of_date]` (SPEC G1, G3, G5).
 
-use axum::body::Bytes;
 use axum::extract::{FromRequestParts, Path, State};
 use axum::http::StatusCode;
 use axum::http::request::Parts;
@@ -18,7 +17,6 @@ use crate::domain::schema;
 use crate::error::Error;
 use crate::http::auth::Principal;
 use crate::http::extract::{JsonBody, PathId, QueryParams};
-use crate::http::idempotency::json_response;
 use crate::http::pagination::Paging;
 
 /// Balance parameters of ledger accounts that a category does not take: its balances have no
@@ -92,9 +90,10 @@ fn balances(query: &QueryParams) -> Result<BalanceQuery, Error> {
     BalanceQuery::parse(|name| query.get(name))
 }
 
-/// MT's answer to a membership change: 200, no body.
+/// MT's answer to a membership change: 200, no body, and so no content type (a JSON type on
+/// zero bytes makes the Node SDK parse nothing as JSON and throw, though the change was made).
 fn done() -> Response {
-    json_response(StatusCode::OK, Bytes::new())
+    axum::response::IntoResponse::into_response(StatusCode::OK)
 }
 
 #[utoipa::path(
