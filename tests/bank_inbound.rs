@@ -300,6 +300,20 @@ on_both_stores! {
         assert!(read_inbound(&server, &live).await.contains("applied before"));
         assert_eq!(events_of(&server, &live, id).await.iter().filter(|e| *e == "returned").count(), 1, "never returned twice");
         assert_eq!(events_of(&server, &live, account_id).await.iter().filter(|e| *e == "updated").count(), 1);
+
+        // The account changes after the entry was sent (here the client's edit; a later
+        // correction does the same): a bank sending a notification for that entry again, in a
+        // file of other bytes, does not roll the account back.
+        server.clock.advance_secs(5);
+        let (status, _) = json(server.patch(&format!("/api/external_accounts/{account_id}"), &live.key, &json!({"party_name": "Samuel Smith"})).send().await.unwrap()).await;
+        assert_eq!(status, 200);
+        let stale = nacha_answers(&sent, &[(trace_of(&corrected), AnswerKind::Change { code: "C01".into(), corrected_data: "5550002222".into() })]);
+        drop_file(&live, "returns-resent.ach", &stale);
+        let printed = read_inbound(&server, &live).await;
+        assert!(printed.contains(" applied ") && printed.contains("unmatched=1"), "{printed}");
+        let (_, account) = json(server.get(&format!("/api/external_accounts/{account_id}"), &live.key).send().await.unwrap()).await;
+        assert_eq!(account["account_details"][0]["account_number"], "5550001111", "not rolled back: {account}");
+        assert_eq!(account["party_name"], "Samuel Smith");
     }
 }
 
@@ -453,6 +467,64 @@ fn notification_of(number: &str, entries: Vec<payrail::domain::bank_answer::Stat
         writer.entry(entry).unwrap();
     }
     writer.finish().unwrap()
+}
+
+on_both_stores! {
+    /// B5: the bank's answers in the order real banks send them. A return's money booked
+    /// before the order's own (an intraday reversal ahead of yesterday's statement) leaves the
+    /// order's booking to be linked when it comes; an entry that names no order is matched by
+    /// amount only among the orders the rest of its file does not name; a dishonored or
+    /// contested return (R61 to R77) answers a return, so it returns nothing.
+    #[tokio::test]
+    async fn b5_answers_in_real_banks_order_settle_each_booking_once() {
+        use payrail::bank::formats::nacha::answers::AnswerKind;
+        use payrail::domain::bank_answer::EntryDirection::{Credit, Debit};
+        let server = quiet_server().await;
+        let live = live(&server, "acme").await;
+        let wire = order(&server, &live, json!({"type": "wire", "amount": 5_010, "direction": "credit", "receiving_account": wire_receiving("Widgets Inc")})).await;
+        let named = order(&server, &live, json!({"type": "ach", "amount": 1_017, "direction": "credit", "receiving_account": ach_receiving("Jane Doe")})).await;
+        let dishonored = order(&server, &live, json!({"type": "ach", "amount": 2_222, "direction": "credit", "receiving_account": ach_receiving("Sam Smith")})).await;
+        cutoff_now(&server, &live).await;
+        let (wire, named, dishonored) = (
+            get_order(&server, &live, wire["id"].as_str().unwrap()).await,
+            get_order(&server, &live, named["id"].as_str().unwrap()).await,
+            get_order(&server, &live, dishonored["id"].as_str().unwrap()).await,
+        );
+        let day = wire["effective_date"].as_str().unwrap().to_owned();
+        let ours = account_number(&server, &live).await;
+        let wire_entry = |direction, reversal| {
+            let mut entry = unnamed(&ours, 5_010, direction, &day);
+            (entry.end_to_end_id, entry.reversal, entry.rail) = (Some(end_to_end_id(&wire)), reversal, Some("wire".into()));
+            entry
+        };
+        drop_file(&live, "intraday-reversal.xml", &notification_of(&ours, vec![wire_entry(Credit, true)]));
+        read_inbound(&server, &live).await;
+        let mut fee = unnamed(&ours, 1_017, Debit, &day);
+        fee.description = "SERVICE FEE".into();
+        let mut by_trace = unnamed(&ours, 1_017, Debit, &day);
+        by_trace.ach_trace_number = Some(trace_of(&named));
+        drop_file(&live, "statement.xml", &statement_of(&ours, vec![wire_entry(Debit, false), fee, by_trace]));
+        read_inbound(&server, &live).await;
+
+        let wire = get_order(&server, &live, wire["id"].as_str().unwrap()).await;
+        let return_booking = wire["current_return"]["transaction_id"].as_str().unwrap().to_owned();
+        let own: Vec<&Value> = wire["transaction_ids"].as_array().unwrap().iter().filter(|t| **t != return_booking.as_str()).collect();
+        assert_eq!((wire["status"].as_str(), own.len()), (Some("returned"), 1), "the order's own debit is linked too: {wire}");
+        let named = get_order(&server, &live, named["id"].as_str().unwrap()).await;
+        assert_eq!(named["status"], "completed");
+        let linked = named["transaction_ids"][0].as_str().unwrap();
+        let txn = get_json(&server, &live, &format!("/api/transactions/{linked}")).await;
+        assert_eq!(txn["vendor_description"], "INCOMING ACH", "the line naming the order settles it, not the fee: {txn}");
+        let fees: Vec<Value> = transactions(&server, &live).await.into_iter().filter(|t| t["vendor_description"] == "SERVICE FEE").collect();
+        assert_eq!((fees.len(), &fees[0]["reconciled"]), (1, &json!(false)), "the fee stays the account's own: {fees:?}");
+
+        let sent = folder(&live.outbound).into_iter().find(|(name, _)| name.ends_with(".ach")).unwrap().1;
+        let kind = AnswerKind::Return { code: "R61".into(), date_of_death: None, information: "MISROUTED RETURN".into() };
+        drop_file(&live, "dishonored.ach", &nacha_answers(&sent, &[(trace_of(&dishonored), kind)]));
+        let printed = read_inbound(&server, &live).await;
+        assert!(printed.contains("returns=0") && printed.contains("unmatched=1"), "{printed}");
+        assert_eq!(get_order(&server, &live, dishonored["id"].as_str().unwrap()).await["status"], "sent");
+    }
 }
 
 on_both_stores! {

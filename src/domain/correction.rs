@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 
 use crate::domain::Ctx;
+use crate::domain::Timestamp;
 use crate::domain::common::{Stamp, account_detail};
 use crate::domain::event;
 use crate::domain::external_account::{self, ExternalAccount};
@@ -60,19 +61,37 @@ pub fn change_of(code: &str, corrected: &str) -> std::result::Result<Change, Str
 /// The external accounts one file corrects, each read once and replaced once.
 #[derive(Default)]
 pub struct Corrections {
-    accounts: HashMap<String, (ExternalAccount, i64)>,
+    /// Each account as it will be written, its stored version, when it was last changed before
+    /// this file, and whether a correction of this file changed it.
+    accounts: HashMap<String, (ExternalAccount, i64, Timestamp, bool)>,
 }
 
 impl Corrections {
-    /// Applies `change` to external account `id`: `Ok(Err(why))` when it is gone.
-    pub async fn correct(&mut self, ctx: &Ctx<'_>, id: &str, change: &Change) -> Result<std::result::Result<(), String>> {
+    /// Applies `change` to external account `id`, which the corrected entry was sent to at
+    /// `sent_at`: `Ok(Err(why))` when it is gone, or when it changed after the entry was sent
+    /// (a later correction, or the client's own edit, is newer than what the entry carried: a
+    /// bank that sends the file again must not roll the account back).
+    pub async fn correct(
+        &mut self,
+        ctx: &Ctx<'_>,
+        id: &str,
+        change: &Change,
+        sent_at: Option<Timestamp>,
+    ) -> Result<std::result::Result<(), String>> {
         if !self.accounts.contains_key(id) {
             let Some(stored) = ctx.store.get(external_account::KIND, ctx.scope, id).await? else {
                 return Ok(Err(format!("external account {id} is gone")));
             };
-            self.accounts.insert(id.to_owned(), (external_account::parse(&stored)?, stored.version));
+            let account = external_account::parse(&stored)?;
+            let changed = account.updated_at;
+            self.accounts.insert(id.to_owned(), (account, stored.version, changed, false));
         }
-        let (account, _) = self.accounts.get_mut(id).expect("inserted above");
+        let (account, _, changed, touched) = self.accounts.get_mut(id).expect("inserted above");
+        if let Some(sent) = sent_at.filter(|sent| *changed > *sent) {
+            return Ok(Err(format!(
+                "external account {id} changed at {changed}, after the entry was sent at {sent}: the correction is not applied over newer data"
+            )));
+        }
         let stamp = Stamp { live_mode: ctx.scope.live_mode, now: ctx.now };
         if let Some(number) = &change.account_number {
             let kind = account.account_details.first().map(|d| d.account_number_type.clone()).unwrap_or_else(|| "other".into());
@@ -88,13 +107,15 @@ impl Corrections {
             account.account_type = kind.to_owned();
         }
         account.updated_at = ctx.now;
+        *touched = true;
         Ok(Ok(()))
     }
 
     /// Stages the replace and `updated` event of every corrected account.
     pub fn finish(self, ctx: &Ctx<'_>, batch: &mut WriteBatch) -> Result<usize> {
-        let count = self.accounts.len();
-        for (id, (account, version)) in self.accounts {
+        let touched: Vec<_> = self.accounts.into_iter().filter(|(_, (.., touched))| *touched).collect();
+        let count = touched.len();
+        for (id, (account, version, ..)) in touched {
             let json = account.to_json()?;
             batch.push(Write::Replace { record: account.record(ctx.scope, json.clone()), expected_version: version });
             batch.push(Write::Insert(event::record(ctx.scope, external_account::KIND, "updated", &id, &json, ctx.now)?));

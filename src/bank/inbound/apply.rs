@@ -67,7 +67,11 @@ pub async fn stage(ctx: &Ctx<'_>, batch: &mut WriteBatch, connection_id: &str, f
         })
         .collect();
     s.orders.preload_settlements(ctx, &keys.iter().map(String::as_str).collect::<Vec<_>>()).await?;
-    for answer in &file.answers {
+    // What names its order goes first: an entry that names none settles an order by its amount
+    // only among those the rest of the file leaves (the file is one commit, so the order of its
+    // effects is free).
+    let (guesses, named): (Vec<&Answer>, Vec<&Answer>) = file.answers.iter().partition(|a| names_no_order(a));
+    for answer in named.into_iter().chain(guesses) {
         match answer {
             Answer::Return(ret) => s.returned(ret).await?,
             Answer::Status(status) => s.status_report(status).await?,
@@ -77,6 +81,17 @@ pub async fn stage(ctx: &Ctx<'_>, batch: &mut WriteBatch, connection_id: &str, f
         }
     }
     s.finish()
+}
+
+/// NACHA's dishonored (R61 to R70) and contested dishonored (R71 to R77) returns: an ODFI
+/// refusing a return, and an RDFI contesting that. Neither returns the original entry.
+fn dishonor_or_contest(code: &str) -> bool {
+    code.strip_prefix('R').and_then(|n| n.parse::<u8>().ok()).is_some_and(|n| (61..=77).contains(&n))
+}
+
+/// A booked entry with neither an end-to-end id nor a trace number.
+fn names_no_order(answer: &Answer) -> bool {
+    matches!(answer, Answer::Entry(e) if e.end_to_end_id.is_none() && e.ach_trace_number.is_none())
 }
 
 /// The internal accounts of the connection, by the numbers a bank names them with.
@@ -134,6 +149,12 @@ impl Staging<'_, '_> {
 
     async fn returned(&mut self, ret: &AchReturn) -> Result<()> {
         let what = format!("return {} of trace number {}", ret.code, ret.original_trace_number);
+        if dishonor_or_contest(&ret.code) {
+            self.note(format!(
+                "{what}: a dishonored or contested return (R61 to R77) answers an earlier return, not the entry: the order stays as it is"
+            ));
+            return Ok(());
+        }
         let Some(tracked) = self.orders.by_trace_number(self.ctx, &ret.original_trace_number).await? else {
             self.note(format!("{what}: no payment order carried it"));
             return Ok(());
@@ -155,15 +176,17 @@ impl Staging<'_, '_> {
 
     async fn status_report(&mut self, status: &PaymentStatus) -> Result<()> {
         let outcome = match status.outcome {
-            StatusOutcome::Accepted => return Ok(()),
-            StatusOutcome::Settled => Outcome::Completed,
-            StatusOutcome::Rejected => Outcome::Failed { reason: rejection_reason(status) },
+            StatusOutcome::Accepted => None,
+            StatusOutcome::Settled => Some(Outcome::Completed),
+            StatusOutcome::Rejected => Some(Outcome::Failed { reason: rejection_reason(status) }),
         };
         let what = format!("status report for end-to-end id {}", status.end_to_end_id);
         let Some(tracked) = self.orders.by_end_to_end_id(self.ctx, &status.end_to_end_id).await? else {
+            // Even an acceptance names an order, and one no order has is worth telling.
             self.note(format!("{what}: no payment order has it"));
             return Ok(());
         };
+        let Some(outcome) = outcome else { return Ok(()) };
         if let Applied::Skipped(why) = answers::apply(self.ctx, self.batch, tracked, outcome).await? {
             self.note(format!("{what}: {why}"));
         }
@@ -184,7 +207,8 @@ impl Staging<'_, '_> {
                 return Ok(());
             }
         };
-        match self.fixes.correct(self.ctx, &account_id, &change).await? {
+        let sent_at = payment_order::carry::sent_at(&tracked.order);
+        match self.fixes.correct(self.ctx, &account_id, &change, sent_at).await? {
             Ok(()) => self.effects.corrections += 1,
             Err(why) => self.note(format!("{what}: {why}")),
         }
@@ -440,10 +464,15 @@ fn not_yet_booked(order: &crate::domain::payment_order::PaymentOrder, entry: &St
             Err(format!("its return {} is already booked by transaction {}", ret.id, ret.transaction_id.as_deref().unwrap_or_default()))
         }
         (true, _) => Ok(()),
-        (false, _) => match order.transaction_ids.first() {
-            Some(booked) => Err(format!("payment order {} is already booked by transaction {booked}", order.id)),
-            None => Ok(()),
-        },
+        // The money back of a return is booked apart (its transaction is the return's, and may
+        // come first): only another booking of the order's own money makes this one a second.
+        (false, _) => {
+            let returned = order.current_return.as_ref().and_then(|r| r.transaction_id.as_deref());
+            match order.transaction_ids.iter().find(|t| Some(t.as_str()) != returned) {
+                Some(booked) => Err(format!("payment order {} is already booked by transaction {booked}", order.id)),
+                None => Ok(()),
+            }
+        }
     }
 }
 

@@ -31,6 +31,12 @@ pub fn bank_file_id(order: &PaymentOrder) -> Option<&str> {
     order.vendor_attributes.as_ref()?.get(BANK_FILE_TERM)?.as_str()
 }
 
+/// When the order's ACH entry was sent: when its file gave it its trace number.
+pub fn sent_at(order: &PaymentOrder) -> Option<Timestamp> {
+    let trace = order.reference_numbers.iter().find(|r| r["reference_number_type"] == ACH_TRACE_NUMBER)?;
+    Timestamp::parse_rfc3339(trace["created_at"].as_str()?)
+}
+
 /// The stored order, typed.
 pub fn read(stored: &StoredObject) -> Result<PaymentOrder> {
     parse(stored)

@@ -43,12 +43,20 @@ pub fn read(bytes: &[u8]) -> std::result::Result<AnswerFile, AnswerError> {
     Ok(AnswerFile { format: AnswerFormat::Pain002, answers: reader.answers })
 }
 
-/// A transaction status code folded to what it does to an order.
-pub fn outcome_of(code: &str) -> StatusOutcome {
-    match code {
-        "RJCT" => StatusOutcome::Rejected,
-        "ACSC" | "ACCC" => StatusOutcome::Settled,
-        _ => StatusOutcome::Accepted,
+/// ISO 20022's payment statuses (ExternalPaymentTransactionStatus1Code) that say the payment is
+/// received, accepted or under way: nothing moves yet.
+const UNDER_WAY: &[&str] = &["ACCP", "ACSP", "ACTC", "ACWC", "ACWP", "ACFC", "ACCR", "ACIS", "PART", "PATC", "PDNG", "RCVD", "BLCK"];
+
+/// A transaction status code (in any case) folded to what it does to an order; `None` for a
+/// code that is not one of ISO 20022's, which refuses the file rather than being read as an
+/// acceptance. A cancellation (`CANC`) means the money will not move, as a rejection does.
+pub fn outcome_of(code: &str) -> Option<StatusOutcome> {
+    let code = code.trim().to_ascii_uppercase();
+    match code.as_str() {
+        "RJCT" | "CANC" => Some(StatusOutcome::Rejected),
+        "ACSC" | "ACCC" => Some(StatusOutcome::Settled),
+        c if UNDER_WAY.contains(&c) => Some(StatusOutcome::Accepted),
+        _ => None,
     }
 }
 
@@ -135,12 +143,13 @@ impl Reader {
             format!("transaction {end_to_end_id} has no TxSts, and neither its payment group nor the message gives a status")
         })?;
         let reason = (!tx.reason.is_empty()).then(|| tx.reason.join(" "));
-        self.answers.push(Answer::Status(PaymentStatus {
-            end_to_end_id,
-            outcome: outcome_of(&status),
-            reason_code: tx.reason_code,
-            reason,
-        }));
+        let outcome = outcome_of(&status)
+            .ok_or_else(|| format!("transaction {end_to_end_id}: {status:?} is not an ISO 20022 payment status code"))?;
+        let reason_code = match (outcome_of(&status), tx.reason_code) {
+            (Some(StatusOutcome::Rejected), None) if status.trim().eq_ignore_ascii_case("CANC") => Some("CANC".to_owned()),
+            (_, code) => code,
+        };
+        self.answers.push(Answer::Status(PaymentStatus { end_to_end_id, outcome, reason_code, reason }));
         self.payment_group_transactions += 1;
         self.group_has_transactions = true;
         Ok(())
@@ -340,6 +349,24 @@ pub(crate) mod tests {
             reason_code: code.map(Into::into),
             reason: reason.map(Into::into),
         })
+    }
+
+    #[test]
+    fn b5_statuses_are_read_in_any_case_a_cancellation_fails_and_an_unknown_code_refuses_the_file() {
+        assert_eq!(outcome_of("rjct"), Some(StatusOutcome::Rejected));
+        assert_eq!(outcome_of("CANC"), Some(StatusOutcome::Rejected), "cancelled: the money will not move");
+        assert_eq!(outcome_of(" acsc "), Some(StatusOutcome::Settled));
+        assert_eq!(outcome_of("ACSP"), Some(StatusOutcome::Accepted));
+        assert_eq!(outcome_of("DONE"), None);
+        let (first, rest) = SAMPLE_03.split_once("<TxSts>").unwrap();
+        let (_, rest) = rest.split_once("</TxSts>").unwrap();
+        let odd = format!("{first}<TxSts>DONE</TxSts>{rest}");
+        let err = read(odd.as_bytes()).unwrap_err();
+        assert!(err.to_string().contains("\"DONE\" is not an ISO 20022 payment status code"), "{err}");
+        let cancelled = format!("{first}<TxSts>CANC</TxSts>{rest}");
+        let Answer::Status(status) = &read(cancelled.as_bytes()).unwrap().answers[0] else { panic!("a status first") };
+        assert_eq!(status.outcome, StatusOutcome::Rejected);
+        assert!(status.reason_code.is_some(), "{status:?}");
     }
 
     #[test]

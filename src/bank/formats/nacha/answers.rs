@@ -46,8 +46,38 @@ pub fn read(bytes: &[u8]) -> Result<AnswerFile, AnswerError> {
         let line = 1 + bytes[..e.valid_up_to()].iter().filter(|b| **b == b'\n').count();
         AnswerError::new(FORMAT, format!("line {line}"), "a NACHA file is printable ASCII")
     })?;
-    let file = parse(text).map_err(|e| nacha_error(&e))?;
+    let file = parse(&framed(text)).map_err(|e| nacha_error(&e))?;
     answers_of(&file).map(|answers| AnswerFile { format: AnswerFormat::NachaReturns, answers })
+}
+
+/// A record's length.
+const RECORD_LEN: usize = 94;
+
+/// The bank's file in the framing the parser reads (94-character lines, blocked by 10), from
+/// the framings banks' systems send: records with no line breaks (NACHA's own fixed-length
+/// records), trailing spaces trimmed or added, blank lines or a DOS end-of-file byte (0x1A) at
+/// the end, and no blocking. What a record holds is not touched: a record that is not 94
+/// characters once its trailing spaces are set right still refuses the file.
+fn framed(text: &str) -> String {
+    let text = text.trim_end_matches(|c: char| c == '\u{1a}' || c.is_ascii_whitespace());
+    let records: Vec<&str> = if !text.contains('\n') && text.len() > RECORD_LEN && text.len() % RECORD_LEN == 0 && text.is_ascii() {
+        (0..text.len()).step_by(RECORD_LEN).map(|at| &text[at..at + RECORD_LEN]).collect()
+    } else {
+        text.split('\n').map(|line| line.strip_suffix('\r').unwrap_or(line)).collect()
+    };
+    let mut lines: Vec<String> = records
+        .iter()
+        .map(|record| {
+            let kept = record.trim_end_matches(' ');
+            if kept.len() <= RECORD_LEN && record.len() != RECORD_LEN { format!("{kept:<RECORD_LEN$}") } else { (*record).to_owned() }
+        })
+        .collect();
+    while !(lines.len() as u64).is_multiple_of(BLOCKING_FACTOR) {
+        lines.push("9".repeat(RECORD_LEN));
+    }
+    let mut out = lines.join("\n");
+    out.push('\n');
+    out
 }
 
 fn nacha_error(err: &NachaError) -> AnswerError {
@@ -390,6 +420,30 @@ pub(crate) mod tests {
         assert_eq!(&lines[5][21..27], "260501", "date of death");
         assert_eq!(&lines[7][50..53], "COR", "a notification of change opens a COR batch");
         assert_eq!((&lines[8][1..3], &lines[8][29..39]), ("21", "0000000000"), "zero amount");
+    }
+
+    /// The framings banks' systems send read as the blocked file does; a record that is not a
+    /// record still refuses the file.
+    #[test]
+    fn b5_nacha_answers_read_whatever_the_framing() {
+        let blocked = sample();
+        let expected = read(blocked.as_bytes()).unwrap();
+        let lines: Vec<&str> = blocked.lines().collect();
+        let unpadded: Vec<&str> = lines.iter().copied().filter(|l| *l != "9".repeat(RECORD_LEN)).collect();
+        let variants = [
+            ("a blank line after", format!("{blocked}\n")),
+            ("a DOS end-of-file byte", format!("{blocked}\u{1a}")),
+            ("no line breaks", lines.concat()),
+            ("CRLF", lines.join("\r\n")),
+            ("unblocked", unpadded.join("\n")),
+            ("trailing spaces trimmed", lines.iter().map(|l| l.trim_end()).collect::<Vec<_>>().join("\n")),
+            ("a space added", lines.iter().map(|l| format!("{l} ")).collect::<Vec<_>>().join("\n")),
+        ];
+        for (what, text) in variants {
+            assert_eq!(read(text.as_bytes()).map(|f| f.answers), Ok(expected.answers.clone()), "{what}");
+        }
+        let long = blocked.replacen('\n', "X\n", 1);
+        assert!(read(long.as_bytes()).is_err(), "a 95-character record is not a record");
     }
 
     #[test]

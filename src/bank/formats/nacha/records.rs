@@ -408,7 +408,9 @@ impl ReturnAddenda {
         expect(&mut r, "addenda_type_code", "99")?;
         let return_reason_code = reason_code(r.raw(3), 'R')?;
         let original_trace = read_trace(&mut r, "original_entry_trace_number")?;
-        let date_of_death = if line[21..27].trim().is_empty() {
+        // Only a death (R14, R15) gives a date here; the dishonored and contested layouts
+        // (R61 to R77) hold other dates in these places.
+        let date_of_death = if line[21..27].trim().is_empty() || !matches!(return_reason_code.as_str(), "R14" | "R15") {
             r.raw(6);
             None
         } else {
