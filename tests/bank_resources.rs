@@ -496,8 +496,13 @@ async fn e_expected_payments_crud_shape_and_bad_input() {
     let path = format!("/api/expected_payments/{id}");
     assert_eq!(ok(&server, &key, &path).await, created);
 
+    let rule = json!({"amount_lower_bound": 1, "amount_upper_bound": 1, "direction": "debit", "internal_account_id": account});
     let (_, second) = post(&server, &key, "/api/expected_payments", &json!({"amount_lower_bound": 1, "amount_upper_bound": 1,
-        "direction": "debit", "internal_account_id": account})).await;
+        "direction": "debit", "internal_account_id": account, "reconciliation_rule_variables": [rule]})).await;
+    // A rule variable comes back with every key MT's schema has (those not given as null).
+    let variable = &second["reconciliation_rule_variables"][0];
+    assert_eq!(variable.as_object().map(|v| v.len()), Some(10), "{second}");
+    assert_eq!((&variable["currency"], &variable["type"], &variable["direction"]), (&json!("USD"), &Value::Null, &json!("debit")));
     let second = second["id"].as_str().unwrap().to_owned();
     assert_eq!(list_ids(&server, "/api/expected_payments", &key).await, [second.clone(), id.clone()]);
     assert_eq!(list_ids(&server, "/api/expected_payments?direction=credit", &key).await, [id.as_str()]);
@@ -539,6 +544,12 @@ async fn e_expected_payments_crud_shape_and_bad_input() {
         (bad(json!({"currency": "XXX"})), "currency"),
         (bad(json!({"type": "teleport"})), "type"),
         (bad(json!({"reconciliation_filters": [1]})), "reconciliation_filters"),
+        (bad(json!({"reconciliation_rule_variables": [{"a": "b"}]})), "reconciliation_rule_variables[0].a"),
+        (bad(json!({"reconciliation_rule_variables": [1]})), "reconciliation_rule_variables[0]"),
+        (bad(json!({"reconciliation_rule_variables": [{"amount_upper_bound": 1, "amount_lower_bound": 1, "direction": "up", "internal_account_id": "x"}]})),
+            "reconciliation_rule_variables[0].direction"),
+        (bad(json!({"reconciliation_rule_variables": [{"amount_upper_bound": 1, "direction": "credit", "internal_account_id": "x"}]})),
+            "reconciliation_rule_variables[0].amount_lower_bound"),
         (bad(json!({"line_items": [{"amount": 1}]})), "line_items"),
     ] {
         let (status, reply) = post(&server, &key, "/api/expected_payments", &body).await;

@@ -164,6 +164,65 @@ fn object_or_null(param: &str, value: &Option<Value>, array: bool) -> Result<Opt
     }
 }
 
+/// MT's `reconciliation_rule_variable`: every key it has, each of its type, and no other.
+/// Stored as given with the keys not given as `null` (`currency` as the payment's), as MT
+/// serves them; Payrail keeps them, it does not reconcile by them.
+fn rule_variables(given: Option<&Value>, currency: Currency) -> Result<Option<Value>> {
+    let items = match given {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Array(items)) => items,
+        Some(_) => return Err(Error::invalid("reconciliation_rule_variables", "reconciliation_rule_variables must be an array")),
+    };
+    let checked = items.iter().enumerate().map(|(i, item)| rule_variable(&format!("reconciliation_rule_variables[{i}]"), item, currency));
+    Ok(Some(Value::Array(checked.collect::<Result<_>>()?)))
+}
+
+fn rule_variable(param: &str, item: &Value, currency: Currency) -> Result<Value> {
+    let Value::Object(given) = item else { return Err(Error::invalid(param, format!("{param} must be an object"))) };
+    let field = |key: &str| format!("{param}.{key}");
+    let mut out = serde_json::Map::new();
+    for (key, value) in given {
+        let checked = match (key.as_str(), value) {
+            ("amount_upper_bound" | "amount_lower_bound", Value::Number(n)) if n.is_i64() => value.clone(),
+            ("direction", Value::String(d)) => Value::String(Direction::parse(&field(key), d)?.as_str().to_owned()),
+            ("internal_account_id", Value::String(_)) => value.clone(),
+            ("type", Value::Null) | ("date_upper_bound" | "date_lower_bound" | "counterparty_id" | "custom_identifiers", Value::Null) => {
+                Value::Null
+            }
+            ("type", Value::String(t)) => Value::String(PaymentType::parse(&field(key), t)?.as_str().to_owned()),
+            ("currency", Value::String(c)) => Value::String(Currency::parse(&field(key), c)?.code().to_owned()),
+            ("date_upper_bound" | "date_lower_bound", Value::String(d)) => Value::String(date(&field(key), d)?),
+            ("counterparty_id", Value::String(_)) => value.clone(),
+            ("custom_identifiers", Value::Object(map)) if map.values().all(Value::is_string) => value.clone(),
+            (
+                "amount_upper_bound"
+                | "amount_lower_bound"
+                | "direction"
+                | "internal_account_id"
+                | "type"
+                | "currency"
+                | "date_upper_bound"
+                | "date_lower_bound"
+                | "counterparty_id"
+                | "custom_identifiers",
+                _,
+            ) => return Err(Error::invalid(field(key), format!("{} is not of its type", field(key)))),
+            _ => return Err(Error::invalid(field(key), format!("{} is not a field of a reconciliation rule variable", field(key)))),
+        };
+        out.insert(key.clone(), checked);
+    }
+    for required in ["amount_upper_bound", "amount_lower_bound", "direction", "internal_account_id"] {
+        if !out.contains_key(required) {
+            return Err(Error::missing(field(required)));
+        }
+    }
+    out.entry("currency").or_insert_with(|| Value::String(currency.code().to_owned()));
+    for optional in ["type", "date_upper_bound", "date_lower_bound", "counterparty_id", "custom_identifiers"] {
+        out.entry(optional).or_insert(Value::Null);
+    }
+    Ok(Value::Object(out))
+}
+
 /// Checked bounds: amounts and dates, each lower at or below its upper.
 fn bounds(input: &ExpectedPaymentInput) -> Result<(i64, i64, Option<String>, Option<String>)> {
     let upper = bound("amount_upper_bound", input.amount_upper_bound)?;
@@ -204,12 +263,12 @@ async fn build(
     let metadata = validate::metadata("metadata", input.metadata.as_ref())?;
     let groups = object_or_null("reconciliation_groups", &input.reconciliation_groups, false)?;
     let filters = object_or_null("reconciliation_filters", &input.reconciliation_filters, false)?;
-    let variables = object_or_null("reconciliation_rule_variables", &input.reconciliation_rule_variables, true)?;
     let account_id = input.internal_account_id.as_deref().ok_or_else(|| Error::missing("internal_account_id"))?;
     let account = internal_account::parse(&require(ctx, batch, kinds::INTERNAL_ACCOUNT, account_id, "internal_account_id").await?)?;
     if let Some(counterparty_id) = &input.counterparty_id {
         require(ctx, batch, kinds::COUNTERPARTY, counterparty_id, "counterparty_id").await?;
     }
+    let variables = rule_variables(input.reconciliation_rule_variables.as_ref(), currency.unwrap_or(account.currency))?;
     Ok(ExpectedPayment {
         id,
         object: KIND.into(),
