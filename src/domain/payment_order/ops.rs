@@ -201,7 +201,13 @@ fn required<'a, T>(value: &'a Option<T>, param: &str) -> Result<&'a T> {
 }
 
 fn check_unsupported(input: &PaymentOrderInput) -> Result<()> {
-    unsupported(input.ledger_transaction_id.is_some(), "ledger_transaction_id", "ledgers")?;
+    if input.ledger_transaction_id.is_some() {
+        // MT links an existing ledger transaction; Payrail makes one with the order instead.
+        return Err(Error::invalid(
+            "ledger_transaction_id",
+            "Payrail does not link an existing ledger transaction to a payment order yet; give the order an inline ledger_transaction",
+        ));
+    }
     unsupported(input.ultimate_originating_account_id.is_some(), "ultimate_originating_account_id", "virtual accounts")?;
     unsupported(input.documents.is_some(), "documents", "documents")
 }
