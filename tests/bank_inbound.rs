@@ -524,6 +524,12 @@ on_both_stores! {
         let printed = read_inbound(&server, &live).await;
         assert!(printed.contains("returns=0") && printed.contains("unmatched=1"), "{printed}");
         assert_eq!(get_order(&server, &live, dishonored["id"].as_str().unwrap()).await["status"], "sent");
+
+        // Banks zero-pad account numbers: the statement is still this account's.
+        let padded = format!("0000{ours}");
+        drop_file(&live, "padded.xml", &statement_of(&padded, vec![unnamed(&padded, 4_242, Credit, &day)]));
+        read_inbound(&server, &live).await;
+        assert!(transactions(&server, &live).await.iter().any(|t| t["amount"] == 4_242), "booked on the account its number names");
     }
 }
 

@@ -83,6 +83,17 @@ pub async fn stage(ctx: &Ctx<'_>, batch: &mut WriteBatch, connection_id: &str, f
     s.finish()
 }
 
+/// An account number or IBAN as banks may write it, in one form: without spaces, in capitals,
+/// and (all digits) without leading zeros, which banks pad account numbers with.
+fn account_key(number: &str) -> String {
+    let compact: String = number.chars().filter(|c| !c.is_whitespace()).collect::<String>().to_ascii_uppercase();
+    if compact.bytes().all(|b| b.is_ascii_digit()) {
+        let trimmed = compact.trim_start_matches('0');
+        return if trimmed.is_empty() { "0".into() } else { trimmed.into() };
+    }
+    compact
+}
+
 /// NACHA's dishonored (R61 to R70) and contested dishonored (R71 to R77) returns: an ODFI
 /// refusing a return, and an RDFI contesting that. Neither returns the original entry.
 fn dishonor_or_contest(code: &str) -> bool {
@@ -101,7 +112,7 @@ async fn accounts_of(ctx: &Ctx<'_>, connection_id: &str) -> Result<HashMap<Strin
     let mut out = HashMap::new();
     for account in accounts {
         for number in account.account_details.iter().filter_map(|d| d.account_number.as_ref()) {
-            out.insert(number.replace(' ', ""), account.id.clone());
+            out.insert(account_key(number), account.id.clone());
         }
     }
     Ok(out)
@@ -144,7 +155,7 @@ impl Staging<'_, '_> {
     }
 
     fn account_of(&self, account: &AccountRef) -> Option<String> {
-        [&account.iban, &account.account_number].into_iter().flatten().find_map(|n| self.accounts.get(&n.replace(' ', "")).cloned())
+        [&account.iban, &account.account_number].into_iter().flatten().find_map(|n| self.accounts.get(&account_key(n)).cloned())
     }
 
     async fn returned(&mut self, ret: &AchReturn) -> Result<()> {
@@ -341,9 +352,18 @@ impl Staging<'_, '_> {
             (true, Some(ret)) => Settles::Return(ret.id.clone()),
             _ => Settles::PaymentOrder(order_id.to_owned()),
         };
+        let failed = tracked.order.status() == payment_order::status::Status::Failed && !entry.reversal;
         transaction::stage_line_item_as(self.ctx, self.batch, txn, settles, entry.amount, booking.line_item_id)?;
         if moved && entry.reversal {
             self.effects.returns += 1;
+        }
+        if failed {
+            // The books say the order failed and that its money left: linked, as the bank says,
+            // and told, for an operator to take up with the bank.
+            self.note(format!(
+                "payment order {order_id} failed, yet the bank booked its money (transaction {}): check with the bank",
+                txn.id
+            ));
         }
         Ok(())
     }
@@ -449,7 +469,7 @@ fn return_title(code: &str) -> Option<&'static str> {
 fn rejection_reason(status: &PaymentStatus) -> String {
     match (&status.reason_code, &status.reason) {
         (Some(code), Some(text)) => format!("{code}: {text}"),
-        (Some(code), None) => format!("{code}: rejected by the bank"),
+        (Some(code), None) => format!("{code}: {}", return_title(code).unwrap_or("rejected by the bank")),
         (None, Some(text)) => text.clone(),
         (None, None) => "rejected by the bank".into(),
     }

@@ -145,10 +145,9 @@ impl Reader {
         let reason = (!tx.reason.is_empty()).then(|| tx.reason.join(" "));
         let outcome = outcome_of(&status)
             .ok_or_else(|| format!("transaction {end_to_end_id}: {status:?} is not an ISO 20022 payment status code"))?;
-        let reason_code = match (outcome_of(&status), tx.reason_code) {
-            (Some(StatusOutcome::Rejected), None) if status.trim().eq_ignore_ascii_case("CANC") => Some("CANC".to_owned()),
-            (_, code) => code,
-        };
+        let cancelled = status.trim().eq_ignore_ascii_case("CANC");
+        let reason_code = if cancelled { tx.reason_code.or_else(|| Some("CANC".to_owned())) } else { tx.reason_code };
+        let reason = if cancelled { reason.or_else(|| Some("cancelled by the bank".to_owned())) } else { reason };
         self.answers.push(Answer::Status(PaymentStatus { end_to_end_id, outcome, reason_code, reason }));
         self.payment_group_transactions += 1;
         self.group_has_transactions = true;
