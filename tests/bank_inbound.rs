@@ -535,9 +535,11 @@ on_both_stores! {
 
 on_both_stores! {
     /// B5: a bank tells one booking twice, in an intraday camt.054 and again in the day's
-    /// camt.053 (the same bank reference, account, direction and amount), or twice in one file:
-    /// it is one transaction, the order it settles is settled once, and incoming money is
-    /// counted once. Another booking of the same amount, with its own reference, is its own.
+    /// camt.053 (the same bank reference, account, direction, amount, booking date and order
+    /// reference): it is one transaction, the order it settles is settled once, and incoming
+    /// money is counted once. Within one file every entry is a booking (a batch's equal items
+    /// share its reference), and a later file telling them again books none of them; another
+    /// booking of the same amount, with its own reference or on another day, is its own.
     #[tokio::test]
     async fn b5_one_booking_told_twice_is_one_transaction() {
         use payrail::domain::bank_answer::EntryDirection::{Credit, Debit};
@@ -567,15 +569,19 @@ on_both_stores! {
         assert_eq!(transactions(&server, &live).await.len(), 2, "the day's statement tells the same two bookings");
         assert_eq!(get_order(&server, &live, wire["id"].as_str().unwrap()).await, settled);
 
-        let twice = with_reference(unnamed(&ours, 500, Credit, &day), "BREF-IN-2");
-        drop_file(&live, "twice.xml", &statement_of(&ours, vec![twice.clone(), twice]));
+        let item = with_reference(unnamed(&ours, 500, Credit, &day), "BATCH-1");
+        drop_file(&live, "batch.xml", &notification_of(&ours, vec![item.clone(), item.clone()]));
         read_inbound(&server, &live).await;
-        assert_eq!(transactions(&server, &live).await.len(), 3, "told twice in one file: one booking");
+        assert_eq!(transactions(&server, &live).await.len(), 4, "a batch's two equal items are two bookings");
+        drop_file(&live, "batch-again.xml", &statement_of(&ours, vec![item.clone(), item]));
+        read_inbound(&server, &live).await;
+        assert_eq!(transactions(&server, &live).await.len(), 4, "told again: none of them booked twice");
 
-        drop_file(&live, "another.xml", &statement_of(&ours, vec![with_reference(incoming, "BREF-IN-3")]));
+        let later = unnamed(&ours, 12_345, Credit, "2026-12-31");
+        drop_file(&live, "another.xml", &statement_of(&ours, vec![with_reference(incoming, "BREF-IN-3"), with_reference(later, "BREF-IN-1")]));
         read_inbound(&server, &live).await;
         let amounts: Vec<i64> = transactions(&server, &live).await.iter().map(|t| t["amount"].as_i64().unwrap()).collect();
-        assert_eq!(amounts.iter().filter(|a| **a == 12_345).count(), 2, "another booking of the same amount is its own: {amounts:?}");
+        assert_eq!(amounts.iter().filter(|a| **a == 12_345).count(), 3, "another reference, or another day, is another booking: {amounts:?}");
     }
 }
 

@@ -273,35 +273,31 @@ fn build(ctx: &Ctx<'_>, new: NewTransaction) -> Result<Transaction> {
 /// organization and mode, and `internal_account_id` names an account the caller resolved there
 /// (internal accounts are never deleted, so nothing is re-checked at commit: a file of 50,000
 /// entries pays no lookup per entry).
-/// The transaction already booked on `internal_account_id` under the bank's own reference
-/// `vendor_id` for the same money (direction and amount), if any: a bank tells one booking
-/// twice (an intraday camt.054, then the day's camt.053; a statement sent again), and it is one
-/// booking, never two.
-pub async fn booked_as(
-    ctx: &Ctx<'_>,
-    internal_account_id: &str,
-    vendor_id: &str,
-    direction: Direction,
-    amount: i64,
-) -> Result<Option<String>> {
-    let filters = vec![
-        Filter::Eq { name: "internal_account_id".into(), value: internal_account_id.to_owned() },
-        Filter::Eq { name: "vendor_id".into(), value: vendor_id.to_owned() },
-    ];
-    let mut page = PageSpec { per_page: 100, after_seq: None };
-    loop {
-        let found = listing::fetch(ctx, KIND, filters.clone(), page).await?;
-        for stored in &found.items {
-            let booked = parse(stored)?;
-            if booked.direction == direction && booked.amount == amount {
-                return Ok(Some(booked.id));
+/// References read per query by [`with_vendor_ids`].
+const VENDOR_IDS_PER_QUERY: usize = 500;
+
+/// The transactions booked under any of the bank's own references `vendor_ids` (its
+/// `AcctSvcrRef`), read a chunk of references at a time: a bank tells one booking twice (an
+/// intraday camt.054, then the day's camt.053; a statement sent again), and the second telling
+/// is found among these.
+pub async fn with_vendor_ids(ctx: &Ctx<'_>, vendor_ids: &[String]) -> Result<Vec<Transaction>> {
+    let mut out = Vec::new();
+    for chunk in vendor_ids.chunks(VENDOR_IDS_PER_QUERY) {
+        let mut after_seq = None;
+        loop {
+            let filters = vec![Filter::Keys { name: "vendor_id".into(), values: chunk.to_vec() }];
+            let query = crate::store::ListQuery { kind: KIND, scope: ctx.scope.clone(), filters, after_seq, limit: VENDOR_IDS_PER_QUERY };
+            let page = ctx.store.list(&query).await?;
+            for stored in &page.items {
+                out.push(parse(stored)?);
+            }
+            match page.next_seq {
+                Some(seq) => after_seq = Some(seq),
+                None => break,
             }
         }
-        match found.next_seq {
-            Some(seq) => page.after_seq = Some(seq),
-            None => return Ok(None),
-        }
     }
+    Ok(out)
 }
 
 pub fn stage_new(ctx: &Ctx<'_>, batch: &mut WriteBatch, new: NewTransaction) -> Result<Transaction> {

@@ -122,7 +122,9 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
 /// serde names what it expected in Rust's words (`struct EntryInput`, `i64`, `a sequence`);
 /// a client thinks in JSON's, and Payrail's type names are nobody's business.
 fn in_json_words(message: &str) -> String {
-    let Some((head, expected)) = message.rsplit_once("expected ") else { return message.to_owned() };
+    let message =
+        message.replacen("invalid type: map", "invalid type: object", 1).replacen("invalid type: sequence", "invalid type: array", 1);
+    let Some((head, expected)) = message.rsplit_once("expected ") else { return message };
     let json = match expected.trim() {
         e if e.starts_with("struct ") || e == "a map" => "an object",
         "a sequence" => "an array",
@@ -130,7 +132,7 @@ fn in_json_words(message: &str) -> String {
         "f32" | "f64" => "a number",
         "a borrowed string" | "a string" => "a string",
         "a boolean" => "true or false",
-        _ => return message.to_owned(),
+        _ => return message,
     };
     format!("{head}expected {json}")
 }
@@ -260,7 +262,8 @@ mod tests {
         assert_eq!(said, "ledger_entries[0]: ledger_entries[0] is invalid: invalid type: integer `1`, expected an object");
         let said = message(r#"{"ledger_entries": [{"amount": "5"}]}"#);
         assert_eq!(said, "ledger_entries[0].amount: ledger_entries[0].amount is invalid: invalid type: string \"5\", expected an integer");
-        assert!(message(r#"{"ledger_entries": {}}"#).ends_with("expected an array"));
+        assert!(message(r#"{"ledger_entries": {}}"#).ends_with("invalid type: object, expected an array"));
+        assert!(message(r#"{"ledger_entries": [{"amount": [1]}]}"#).ends_with("invalid type: array, expected an integer"));
         assert!(message(r#"{"ledger_entries": [], "flag": "yes"}"#).ends_with("expected true or false"));
         assert!(!message(r#"{"ledger_entries": [{"amount": 1.5}]}"#).contains("i64"));
     }

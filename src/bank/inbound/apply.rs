@@ -67,6 +67,7 @@ pub async fn stage(ctx: &Ctx<'_>, batch: &mut WriteBatch, connection_id: &str, f
         })
         .collect();
     s.orders.preload_settlements(ctx, &keys.iter().map(String::as_str).collect::<Vec<_>>()).await?;
+    s.preload_bookings(&file.answers).await?;
     // What names its order goes first: an entry that names none settles an order by its amount
     // only among those the rest of the file leaves (the file is one commit, so the order of its
     // effects is free).
@@ -83,15 +84,42 @@ pub async fn stage(ctx: &Ctx<'_>, batch: &mut WriteBatch, connection_id: &str, f
     s.finish()
 }
 
-/// An account number or IBAN as banks may write it, in one form: without spaces, in capitals,
-/// and (all digits) without leading zeros, which banks pad account numbers with.
-fn account_key(number: &str) -> String {
-    let compact: String = number.chars().filter(|c| !c.is_whitespace()).collect::<String>().to_ascii_uppercase();
-    if compact.bytes().all(|b| b.is_ascii_digit()) {
-        let trimmed = compact.trim_start_matches('0');
-        return if trimmed.is_empty() { "0".into() } else { trimmed.into() };
+/// The connection's internal accounts by the numbers (and IBANs) a bank names them with,
+/// however it writes them: without spaces, in any case, and zero-padded or not.
+#[derive(Default)]
+struct AccountNumbers {
+    /// Written as the account has it (spaces removed, capitals) -> internal account id.
+    exact: HashMap<String, String>,
+    /// All-digit numbers without their leading zeros -> the one account so numbered, or none
+    /// when two are (`0077700` and `77700`): then only an exact match names either.
+    unpadded: HashMap<String, Option<String>>,
+}
+
+impl AccountNumbers {
+    fn insert(&mut self, number: &str, account_id: &str) {
+        let compact = compact(number);
+        if let Some(unpadded) = unpadded(&compact) {
+            let slot = self.unpadded.entry(unpadded).or_insert_with(|| Some(account_id.to_owned()));
+            if slot.as_deref() != Some(account_id) {
+                *slot = None;
+            }
+        }
+        self.exact.insert(compact, account_id.to_owned());
     }
-    compact
+
+    fn find(&self, number: &str) -> Option<String> {
+        let compact = compact(number);
+        self.exact.get(&compact).cloned().or_else(|| self.unpadded.get(&unpadded(&compact)?).cloned().flatten())
+    }
+}
+
+fn compact(number: &str) -> String {
+    number.chars().filter(|c| !c.is_whitespace()).collect::<String>().to_ascii_uppercase()
+}
+
+/// An all-digit number without its leading zeros.
+fn unpadded(compact: &str) -> Option<String> {
+    compact.bytes().all(|b| b.is_ascii_digit()).then(|| compact.trim_start_matches('0').to_owned())
 }
 
 /// NACHA's dishonored (R61 to R70) and contested dishonored (R71 to R77) returns: an ODFI
@@ -106,13 +134,13 @@ fn names_no_order(answer: &Answer) -> bool {
 }
 
 /// The internal accounts of the connection, by the numbers a bank names them with.
-async fn accounts_of(ctx: &Ctx<'_>, connection_id: &str) -> Result<HashMap<String, String>> {
+async fn accounts_of(ctx: &Ctx<'_>, connection_id: &str) -> Result<AccountNumbers> {
     let max = crate::bank::cutoff::claim::ACCOUNTS_MAX;
     let accounts = internal_account::of_connection(ctx.store, ctx.scope, connection_id, max).await?;
-    let mut out = HashMap::new();
+    let mut out = AccountNumbers::default();
     for account in accounts {
         for number in account.account_details.iter().filter_map(|d| d.account_number.as_ref()) {
-            out.insert(account_key(number), account.id.clone());
+            out.insert(number, &account.id);
         }
     }
     Ok(out)
@@ -128,18 +156,20 @@ struct Staging<'a, 'c> {
     fixes: Corrections,
     reconciler: Reconciler,
     /// Account number or IBAN -> internal account id.
-    accounts: HashMap<String, String>,
+    accounts: AccountNumbers,
     /// (internal account, date) -> the latest time its balances give, and its balances: one
     /// report each.
     balances: BTreeMap<(String, String), (Option<String>, Vec<NewBalance>)>,
-    /// The bookings this file made, by what makes one booking ([`Staging::booking_key`]), to
-    /// the transaction it made: a file that tells one booking twice makes one transaction.
-    booked: HashMap<BookingKey, String>,
+    /// The transactions earlier files made under the bank references this file carries, by
+    /// what makes one booking ([`booking_key`]): each takes up one entry of this file telling
+    /// the same booking again.
+    booked: HashMap<BookingKey, Vec<String>>,
 }
 
 /// One booking as a bank tells it: the internal account, the bank's own reference for it, its
-/// direction and amount.
-type BookingKey = (String, String, Direction, i64);
+/// direction, amount and booking date, and the order reference it carries (end-to-end id or
+/// trace number: the items of one batch entry share the entry's bank reference).
+type BookingKey = (String, String, Direction, i64, String, Option<String>);
 
 impl Staging<'_, '_> {
     fn note(&mut self, note: String) {
@@ -155,7 +185,7 @@ impl Staging<'_, '_> {
     }
 
     fn account_of(&self, account: &AccountRef) -> Option<String> {
-        [&account.iban, &account.account_number].into_iter().flatten().find_map(|n| self.accounts.get(&account_key(n)).cloned())
+        [&account.iban, &account.account_number].into_iter().flatten().find_map(|n| self.accounts.find(n))
     }
 
     async fn returned(&mut self, ret: &AchReturn) -> Result<()> {
@@ -252,7 +282,7 @@ impl Staging<'_, '_> {
             return Ok(());
         }
         let key = booking_key(entry, &account);
-        if let Some(booked) = self.booked_before(key.as_ref()).await? {
+        if let Some(booked) = self.booked_before(key.as_ref()) {
             // The same booking told again (a camt.054, then the day's camt.053): one transaction.
             let reference = entry.bank_reference.as_deref().unwrap_or_default();
             self.note(format!("{what}: already booked as transaction {booked} (bank reference {reference} on this account)"));
@@ -263,9 +293,6 @@ impl Staging<'_, '_> {
             None => None,
         };
         let mut txn = transaction::stage_new(self.ctx, self.batch, new_transaction(entry, account))?;
-        if let Some(key) = key {
-            self.booked.insert(key, txn.id.clone());
-        }
         self.effects.transactions += 1;
         if let Some(id) = order_id {
             return self.settle_order(&id, entry, &mut txn).await;
@@ -276,15 +303,34 @@ impl Staging<'_, '_> {
         Ok(())
     }
 
-    /// The transaction that already holds the booking `key` names: made by this file, or by an
-    /// earlier one. An entry without the bank's reference cannot be told apart from another
-    /// of the same amount, so it is always booked.
-    async fn booked_before(&self, key: Option<&BookingKey>) -> Result<Option<String>> {
-        let Some(key @ (account, reference, direction, amount)) = key else { return Ok(None) };
-        if let Some(id) = self.booked.get(key) {
-            return Ok(Some(id.clone()));
+    /// Reads at once the transactions earlier files booked under the bank references this
+    /// file's entries carry, into [`Staging::booked`].
+    async fn preload_bookings(&mut self, answers: &[Answer]) -> Result<()> {
+        let mut references: Vec<String> = answers
+            .iter()
+            .filter_map(|a| match a {
+                Answer::Entry(e) => bank_reference(e),
+                _ => None,
+            })
+            .collect();
+        references.sort_unstable();
+        references.dedup();
+        for booked in transaction::with_vendor_ids(self.ctx, &references).await? {
+            let Some(reference) = booked.vendor_id.clone() else { continue };
+            let item = ["end_to_end_id", "ach_trace_number"].iter().find_map(|k| booked.details[*k].as_str().map(str::to_owned));
+            let key = (booked.internal_account_id.clone(), reference, booked.direction, booked.amount, booked.as_of_date.clone(), item);
+            self.booked.entry(key).or_default().push(booked.id);
         }
-        transaction::booked_as(self.ctx, account, reference, *direction, *amount).await
+        Ok(())
+    }
+
+    /// The transaction an earlier file made for the booking `key` names, taken up by this
+    /// entry: as many entries as earlier files booked under one key are told again, and the
+    /// rest are new (a batch's equal items, or a file that lists one booking twice, book each).
+    /// An entry without the bank's reference cannot be told apart from another, so it is
+    /// always booked.
+    fn booked_before(&mut self, key: Option<&BookingKey>) -> Option<String> {
+        self.booked.get_mut(key?)?.pop()
     }
 
     /// Whether the statement's account is the one order `id` pays from: a line of another
@@ -411,8 +457,16 @@ impl Staging<'_, '_> {
 
 /// What makes an entry one booking: its account, the bank's reference, direction and amount.
 fn booking_key(entry: &StatementEntry, account: &str) -> Option<BookingKey> {
-    let reference = entry.bank_reference.clone().filter(|r| !r.is_empty() && !r.eq_ignore_ascii_case("NOTPROVIDED"))?;
-    Some((account.to_owned(), reference, transaction_direction(entry.direction), entry.amount))
+    let item = entry.end_to_end_id.clone().or_else(|| entry.ach_trace_number.clone());
+    let direction = transaction_direction(entry.direction);
+    Some((account.to_owned(), bank_reference(entry)?, direction, entry.amount, entry.booking_date.clone(), item))
+}
+
+/// The bank's own reference of a booked entry, when it gives one (ISO's placeholders for none,
+/// `NOTPROVIDED` and `NONREF`, are none).
+fn bank_reference(entry: &StatementEntry) -> Option<String> {
+    let placeholder = |r: &str| r.eq_ignore_ascii_case("NOTPROVIDED") || r.eq_ignore_ascii_case("NONREF");
+    entry.bank_reference.clone().filter(|r| !r.trim().is_empty() && !placeholder(r.trim()))
 }
 
 fn transaction_direction(direction: EntryDirection) -> Direction {
@@ -514,4 +568,25 @@ fn settles(order: &crate::domain::payment_order::PaymentOrder, entry: &Statement
         return Err(format!("it is a {:?} and the order is a {}", entry.direction, order.direction.as_str()));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn b5_an_account_is_found_however_the_bank_writes_its_number_but_never_a_neighbours() {
+        let mut numbers = AccountNumbers::default();
+        numbers.insert("5550001111", "a");
+        numbers.insert("DE89 3704 0044 0532 0130 00", "eur");
+        numbers.insert("0077700", "padded");
+        numbers.insert("77700", "plain");
+        assert_eq!(numbers.find("0000005550001111").as_deref(), Some("a"), "zero-padded");
+        assert_eq!(numbers.find(" 5550001111 ").as_deref(), Some("a"));
+        assert_eq!(numbers.find("de89370400440532013000").as_deref(), Some("eur"), "an IBAN in any case and spacing");
+        assert_eq!(numbers.find("0077700").as_deref(), Some("padded"), "an exact match first");
+        assert_eq!(numbers.find("77700").as_deref(), Some("plain"));
+        assert_eq!(numbers.find("000077700"), None, "two accounts differ only by zeros: only an exact number names one");
+        assert_eq!(numbers.find("5550002222"), None);
+    }
 }

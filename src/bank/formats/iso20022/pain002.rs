@@ -45,7 +45,8 @@ pub fn read(bytes: &[u8]) -> std::result::Result<AnswerFile, AnswerError> {
 
 /// ISO 20022's payment statuses (ExternalPaymentTransactionStatus1Code) that say the payment is
 /// received, accepted or under way: nothing moves yet.
-const UNDER_WAY: &[&str] = &["ACCP", "ACSP", "ACTC", "ACWC", "ACWP", "ACFC", "ACCR", "ACIS", "PART", "PATC", "PDNG", "RCVD", "BLCK"];
+const UNDER_WAY: &[&str] =
+    &["ACCP", "ACSP", "ACTC", "ACWC", "ACWP", "ACFC", "ACCR", "ACIS", "ACPD", "PART", "PATC", "PDNG", "PRES", "RCVD", "BLCK", "CPUC"];
 
 /// A transaction status code (in any case) folded to what it does to an order; `None` for a
 /// code that is not one of ISO 20022's, which refuses the file rather than being read as an

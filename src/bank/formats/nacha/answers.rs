@@ -59,11 +59,19 @@ const RECORD_LEN: usize = 94;
 /// the end, and no blocking. What a record holds is not touched: a record that is not 94
 /// characters once its trailing spaces are set right still refuses the file.
 fn framed(text: &str) -> String {
-    let text = text.trim_end_matches(|c: char| c == '\u{1a}' || c.is_ascii_whitespace());
-    let records: Vec<&str> = if !text.contains('\n') && text.len() > RECORD_LEN && text.len() % RECORD_LEN == 0 && text.is_ascii() {
-        (0..text.len()).step_by(RECORD_LEN).map(|at| &text[at..at + RECORD_LEN]).collect()
+    let text = text.trim_end_matches(['\u{1a}', '\r', '\n']);
+    let unbroken;
+    let records: Vec<&str> = if !text.contains('\n') && text.len() > RECORD_LEN && text.is_ascii() {
+        // The last record may have lost its trailing spaces (the file control's are reserved).
+        unbroken = format!("{text:<width$}", width = text.len().div_ceil(RECORD_LEN) * RECORD_LEN);
+        (0..unbroken.len()).step_by(RECORD_LEN).map(|at| &unbroken[at..at + RECORD_LEN]).collect()
     } else {
-        text.split('\n').map(|line| line.strip_suffix('\r').unwrap_or(line)).collect()
+        let lines = text.split('\n').map(|line| line.strip_suffix('\r').unwrap_or(line));
+        let mut lines: Vec<&str> = lines.collect();
+        while lines.last().is_some_and(|line| line.trim().is_empty()) {
+            lines.pop();
+        }
+        lines
     };
     let mut lines: Vec<String> = records
         .iter()
@@ -434,6 +442,8 @@ pub(crate) mod tests {
             ("a blank line after", format!("{blocked}\n")),
             ("a DOS end-of-file byte", format!("{blocked}\u{1a}")),
             ("no line breaks", lines.concat()),
+            ("no line breaks, unblocked and the last record trimmed", unpadded.concat().trim_end().to_owned()),
+            ("blank lines after", format!("{blocked}\n  \n\n")),
             ("CRLF", lines.join("\r\n")),
             ("unblocked", unpadded.join("\n")),
             ("trailing spaces trimmed", lines.iter().map(|l| l.trim_end()).collect::<Vec<_>>().join("\n")),
