@@ -876,7 +876,6 @@ pub(crate) mod tests {
             );
         assert!(v02.contains("<Sts>BOOK</Sts>") && v02.contains("<TxAmt>"), "the sample changed: {v02}");
         let bytes = v02.as_bytes();
-        assert_eq!(super::super::super::answers::detect(bytes), Ok(AnswerFormat::Camt053));
         let (old, new) = (read(bytes, AnswerFormat::Camt053).unwrap(), read(SAMPLE_053.as_bytes(), AnswerFormat::Camt053).unwrap());
         assert_eq!(old.answers, new.answers);
     }
