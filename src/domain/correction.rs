@@ -61,9 +61,19 @@ pub fn change_of(code: &str, corrected: &str) -> std::result::Result<Change, Str
 /// The external accounts one file corrects, each read once and replaced once.
 #[derive(Default)]
 pub struct Corrections {
-    /// Each account as it will be written, its stored version, when it was last changed before
-    /// this file, and whether a correction of this file changed it.
-    accounts: HashMap<String, (ExternalAccount, i64, Timestamp, bool)>,
+    accounts: HashMap<String, Corrected>,
+}
+
+/// One account a file's corrections read.
+struct Corrected {
+    /// As it will be written.
+    account: ExternalAccount,
+    /// Its stored version, which the replace is guarded by.
+    version: i64,
+    /// When it was last changed before this file.
+    changed_before: Timestamp,
+    /// Whether a correction of this file changed it (only those are written).
+    touched: bool,
 }
 
 impl Corrections {
@@ -83,10 +93,10 @@ impl Corrections {
                 return Ok(Err(format!("external account {id} is gone")));
             };
             let account = external_account::parse(&stored)?;
-            let changed = account.updated_at;
-            self.accounts.insert(id.to_owned(), (account, stored.version, changed, false));
+            let changed_before = account.updated_at;
+            self.accounts.insert(id.to_owned(), Corrected { account, version: stored.version, changed_before, touched: false });
         }
-        let (account, _, changed, touched) = self.accounts.get_mut(id).expect("inserted above");
+        let Corrected { account, changed_before: changed, touched, .. } = self.accounts.get_mut(id).expect("inserted above");
         if let Some(sent) = sent_at.filter(|sent| *changed > *sent) {
             return Ok(Err(format!(
                 "external account {id} changed at {changed}, after the entry was sent at {sent}: the correction is not applied over newer data"
@@ -113,9 +123,9 @@ impl Corrections {
 
     /// Stages the replace and `updated` event of every corrected account.
     pub fn finish(self, ctx: &Ctx<'_>, batch: &mut WriteBatch) -> Result<usize> {
-        let touched: Vec<_> = self.accounts.into_iter().filter(|(_, (.., touched))| *touched).collect();
+        let touched: Vec<_> = self.accounts.into_iter().filter(|(_, c)| c.touched).collect();
         let count = touched.len();
-        for (id, (account, version, ..)) in touched {
+        for (id, Corrected { account, version, .. }) in touched {
             let json = account.to_json()?;
             batch.push(Write::Replace { record: account.record(ctx.scope, json.clone()), expected_version: version });
             batch.push(Write::Insert(event::record(ctx.scope, external_account::KIND, "updated", &id, &json, ctx.now)?));

@@ -68,6 +68,21 @@ pub async fn fetch(ctx: &Ctx<'_>, kind: &'static str, filters: Vec<Filter>, page
     ctx.store.list(&query).await
 }
 
+/// Every object of `kind` in the caller's scope whose term `name` is one of `keys`, newest first
+/// (every page, `page_size` at a time): a worker's lookups of many keys in one query.
+pub async fn with_keys(ctx: &Ctx<'_>, kind: &'static str, name: &str, keys: &[String], page_size: usize) -> Result<Vec<StoredObject>> {
+    let (mut out, mut after_seq) = (Vec::new(), None);
+    loop {
+        let filters = vec![Filter::Keys { name: name.to_owned(), values: keys.to_vec() }];
+        let page = ctx.store.list(&ListQuery { kind, scope: ctx.scope.clone(), filters, after_seq, limit: page_size }).await?;
+        out.extend(page.items);
+        match page.next_seq {
+            Some(seq) => after_seq = Some(seq),
+            None => return Ok(out),
+        }
+    }
+}
+
 /// Joins stored documents into a JSON array without re-serialising them.
 pub fn json_array<'a>(docs: impl Iterator<Item = &'a str>) -> Vec<u8> {
     let mut out = Vec::with_capacity(1024);

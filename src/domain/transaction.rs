@@ -268,11 +268,6 @@ fn build(ctx: &Ctx<'_>, new: NewTransaction) -> Result<Transaction> {
     })
 }
 
-/// Stages a new transaction in `batch` (for the inbound worker and the sandbox simulation):
-/// its insert and its `created` event. The caller's `ctx.scope` is the internal account's
-/// organization and mode, and `internal_account_id` names an account the caller resolved there
-/// (internal accounts are never deleted, so nothing is re-checked at commit: a file of 50,000
-/// entries pays no lookup per entry).
 /// References read per query by [`with_vendor_ids`].
 const VENDOR_IDS_PER_QUERY: usize = 500;
 
@@ -283,23 +278,18 @@ const VENDOR_IDS_PER_QUERY: usize = 500;
 pub async fn with_vendor_ids(ctx: &Ctx<'_>, vendor_ids: &[String]) -> Result<Vec<Transaction>> {
     let mut out = Vec::new();
     for chunk in vendor_ids.chunks(VENDOR_IDS_PER_QUERY) {
-        let mut after_seq = None;
-        loop {
-            let filters = vec![Filter::Keys { name: "vendor_id".into(), values: chunk.to_vec() }];
-            let query = crate::store::ListQuery { kind: KIND, scope: ctx.scope.clone(), filters, after_seq, limit: VENDOR_IDS_PER_QUERY };
-            let page = ctx.store.list(&query).await?;
-            for stored in &page.items {
-                out.push(parse(stored)?);
-            }
-            match page.next_seq {
-                Some(seq) => after_seq = Some(seq),
-                None => break,
-            }
+        for stored in listing::with_keys(ctx, KIND, "vendor_id", chunk, VENDOR_IDS_PER_QUERY).await? {
+            out.push(parse(&stored)?);
         }
     }
     Ok(out)
 }
 
+/// Stages a new transaction in `batch` (for the inbound worker and the sandbox simulation):
+/// its insert and its `created` event. The caller's `ctx.scope` is the internal account's
+/// organization and mode, and `internal_account_id` names an account the caller resolved there
+/// (internal accounts are never deleted, so nothing is re-checked at commit: a file of 50,000
+/// entries pays no lookup per entry).
 pub fn stage_new(ctx: &Ctx<'_>, batch: &mut WriteBatch, new: NewTransaction) -> Result<Transaction> {
     let mut transaction = build(ctx, new)?;
     let json = to_json("transaction", &transaction)?;

@@ -9,7 +9,6 @@
 //! connections again after a restart without asking the store.
 
 use std::collections::HashMap;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -66,7 +65,7 @@ pub fn open(data_dir: &Path, registered: &Registered) -> anyhow::Result<()> {
     let tenant = folders.answered.with_file_name(TENANT_FILE);
     if !tenant.exists() {
         let json = serde_json::to_vec(&Tenant { organization_id: registered.scope.organization_id.clone() })?;
-        write_whole(&tenant, &json)?;
+        private_fs::replace(&tenant, &json)?;
     }
     Ok(())
 }
@@ -130,13 +129,13 @@ async fn book_expected(state: &AppState, registered: &Registered, folders: &Fold
             None => None,
         };
         match answers::expected_booking(&expected, number, payer, &today).map_err(anyhow::Error::msg)? {
-            Some((name, content)) => write_whole(&folders.inbound.join(name), &content)?,
+            Some((name, content)) => private_fs::replace(&folders.inbound.join(name), &content)?,
             None => tracing::info!(
                 expected_payment = %expected.id,
                 "the sandbox bank books nothing for an expected payment whose amount bounds allow no positive amount"
             ),
         }
-        write_whole(&marker, b"{}")?;
+        private_fs::replace(&marker, b"{}")?;
     }
     Ok(())
 }
@@ -220,13 +219,13 @@ fn answer_file(folders: &Folders, name: &str, arrived: SystemTime, step: Duratio
         }
     };
     for (answer, content) in &answers.now {
-        write_whole(&folders.inbound.join(answer), content)?;
+        private_fs::replace(&folders.inbound.join(answer), content)?;
     }
     let due = arrived + step * 2;
     let due_unix_ms = due.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_millis() as u64;
     let later: Vec<(String, String)> = answers.later.into_iter().map(|(n, c)| (n, String::from_utf8_lossy(&c).into_owned())).collect();
     let whole = later.is_empty();
-    write_whole(marker_path, &serde_json::to_vec(&Marker { due_unix_ms, later })?)?;
+    private_fs::replace(marker_path, &serde_json::to_vec(&Marker { due_unix_ms, later })?)?;
     Ok(whole)
 }
 
@@ -240,20 +239,8 @@ fn finish_later(folders: &Folders, marker_path: &Path, marker: Marker, now: Syst
         return Ok(false);
     }
     for (answer, content) in &marker.later {
-        write_whole(&folders.inbound.join(answer), content.as_bytes())?;
+        private_fs::replace(&folders.inbound.join(answer), content.as_bytes())?;
     }
-    write_whole(marker_path, &serde_json::to_vec(&Marker { due_unix_ms: marker.due_unix_ms, later: Vec::new() })?)?;
+    private_fs::replace(marker_path, &serde_json::to_vec(&Marker { due_unix_ms: marker.due_unix_ms, later: Vec::new() })?)?;
     Ok(true)
-}
-
-/// Writes `path` whole: a hidden temporary name, flushed, then renamed (readers list neither
-/// dot files nor half files).
-fn write_whole(path: &Path, content: &[u8]) -> anyhow::Result<()> {
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
-    let temp = path.with_file_name(format!(".{name}.tmp"));
-    let mut file = private_fs::create_options().open(&temp)?;
-    file.write_all(content)?;
-    file.sync_all()?;
-    std::fs::rename(&temp, path)?;
-    Ok(())
 }

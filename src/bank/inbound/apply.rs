@@ -316,10 +316,9 @@ impl Staging<'_, '_> {
         references.sort_unstable();
         references.dedup();
         for booked in transaction::with_vendor_ids(self.ctx, &references).await? {
-            let Some(reference) = booked.vendor_id.clone() else { continue };
-            let item = ["end_to_end_id", "ach_trace_number"].iter().find_map(|k| booked.details[*k].as_str().map(str::to_owned));
-            let key = (booked.internal_account_id.clone(), reference, booked.direction, booked.amount, booked.as_of_date.clone(), item);
-            self.booked.entry(key).or_default().push(booked.id);
+            if let Some(key) = booked_key(&booked) {
+                self.booked.entry(key).or_default().push(booked.id);
+            }
         }
         Ok(())
     }
@@ -455,11 +454,19 @@ impl Staging<'_, '_> {
     }
 }
 
-/// What makes an entry one booking: its account, the bank's reference, direction and amount.
+/// What makes an entry one booking ([`BookingKey`]), on the internal account `account`.
 fn booking_key(entry: &StatementEntry, account: &str) -> Option<BookingKey> {
     let item = entry.end_to_end_id.clone().or_else(|| entry.ach_trace_number.clone());
     let direction = transaction_direction(entry.direction);
     Some((account.to_owned(), bank_reference(entry)?, direction, entry.amount, entry.booking_date.clone(), item))
+}
+
+/// The [`BookingKey`] of a transaction an earlier file made, read back from what
+/// [`new_transaction`] kept of its entry: the same key [`booking_key`] gives that entry.
+fn booked_key(booked: &transaction::Transaction) -> Option<BookingKey> {
+    let item = ["end_to_end_id", "ach_trace_number"].iter().find_map(|k| booked.details[*k].as_str().map(str::to_owned));
+    let reference = booked.vendor_id.clone()?;
+    Some((booked.internal_account_id.clone(), reference, booked.direction, booked.amount, booked.as_of_date.clone(), item))
 }
 
 /// The bank's own reference of a booked entry, when it gives one (ISO's placeholders for none,

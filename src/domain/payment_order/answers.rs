@@ -22,7 +22,7 @@ use crate::domain::Ctx;
 use crate::domain::payment_order::ReturnObject;
 use crate::domain::{event, kinds, returns};
 use crate::error::{Error, Result};
-use crate::store::{Filter, ListQuery, Write, WriteBatch};
+use crate::store::{Write, WriteBatch};
 
 /// What a bank's answer does to an order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -263,16 +263,7 @@ fn not_in<V>(keys: &[&str], known: &HashMap<String, V>) -> Vec<String> {
 
 /// Every order whose term `name` is one of `keys`, newest first (all pages).
 async fn with_keys(ctx: &Ctx<'_>, name: &str, keys: &[String]) -> Result<Vec<crate::store::StoredObject>> {
-    let (mut out, mut after_seq) = (Vec::new(), None);
-    loop {
-        let filters = vec![Filter::Keys { name: name.to_owned(), values: keys.to_vec() }];
-        let page = ctx.store.list(&ListQuery { kind: KIND, scope: ctx.scope.clone(), filters, after_seq, limit: PRELOAD_CHUNK }).await?;
-        out.extend(page.items);
-        match page.next_seq {
-            Some(seq) => after_seq = Some(seq),
-            None => return Ok(out),
-        }
-    }
+    crate::domain::listing::with_keys(ctx, KIND, name, keys, PRELOAD_CHUNK).await
 }
 
 /// The ACH trace numbers among `order`'s reference numbers.
