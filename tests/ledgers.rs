@@ -1015,6 +1015,11 @@ on_both_stores! {
         assert!(txn["posted_at"].is_string());
         let order_now = get(&server, &key, &format!("/api/payment_orders/{}", completed["id"].as_str().unwrap())).await;
         assert_eq!(order_now["status"], "completed");
+        // Its order's return reverses it: a reversal by hand as well would count the money's
+        // return twice, or leave the return nothing to reverse (found by the ledger2 audit).
+        let (status, body) = json(server.post(&format!("/api/ledger_transactions/{txn_id}/reversal"), &key, &json!({})).send().await.unwrap()).await;
+        assert_error(status, &body, 422, "parameter_invalid");
+        assert_eq!(body["errors"]["parameter"], "id", "{body}");
         // Failed (sandbox magic amount 1313): archived, counting nowhere.
         let failed = create(&server, &key, "/api/payment_orders", order(1313)).await;
         wait_for_ledger_status(&server, &key, failed["ledger_transaction_id"].as_str().unwrap(), "archived").await;
@@ -1033,11 +1038,52 @@ on_both_stores! {
         }
         assert_eq!(reversal["reverses_ledger_transaction_id"], returned_txn, "a reversing transaction was written");
         assert_eq!(reversal["ledgerable_type"], "return");
+        // Effective when the money came back, not backdated to when it left (as-of balances of
+        // the days between keep the money out).
+        let original = get(&server, &key, &format!("/api/ledger_transactions/{returned_txn}")).await;
+        let (left, came_back) = (original["effective_at"].as_str().unwrap(), reversal["effective_at"].as_str().unwrap());
+        let return_id = reversal["ledgerable_id"].as_str().unwrap();
+        let the_return = get(&server, &key, &format!("/api/returns/{return_id}")).await;
+        assert!(came_back > left, "the return's reversal is effective at {came_back}, the payout at {left}");
+        assert!(came_back >= the_return["created_at"].as_str().unwrap(), "{came_back} vs {the_return}");
         // Only the completed payout is left on the books.
         assert_eq!(amounts(&server, &key, &payable, "").await, (-700, -700, -700));
         // A linked transaction's status cannot be set by hand.
         let (status, body) = json(server.patch(&format!("/api/ledger_transactions/{returned_txn}"), &key, &json!({"status": "archived"})).send().await.unwrap()).await;
         assert_error(status, &body, 422, "parameter_invalid");
+    }
+
+    /// MT's GET of a ledger account or transaction takes its `external_id` as well as its id
+    /// (a transaction's only while it is not archived); found missing by the ledger2 audit.
+    #[tokio::test]
+    async fn g1_accounts_and_transactions_are_read_by_external_id_as_mt_serves_them() {
+        let server = TestServer::start().await;
+        let key = server.key().await;
+        let (ledger_id, a, b) = books(&server, &key).await;
+        let body = json!({"name": "wallet", "ledger_id": ledger_id, "normal_balance": "credit", "currency": "USD", "external_id": "wallet-7"});
+        let wallet = create(&server, &key, "/api/ledger_accounts", body).await;
+        assert_eq!(get(&server, &key, "/api/ledger_accounts/wallet-7").await["id"], wallet["id"]);
+        let transfer_with = |external_id: &str, status: &str| json!({"status": status, "external_id": external_id, "ledger_entries": [entry(&a, "credit", 5), entry(&b, "debit", 5)]});
+        let posted = create(&server, &key, "/api/ledger_transactions", transfer_with("payout-1", "posted")).await;
+        assert_eq!(get(&server, &key, "/api/ledger_transactions/payout-1").await["id"], posted["id"]);
+        // An archived transaction is not found by its external_id (which it gave back).
+        let pending = create(&server, &key, "/api/ledger_transactions", transfer_with("payout-2", "pending")).await;
+        assert_eq!(get(&server, &key, "/api/ledger_transactions/payout-2").await["id"], pending["id"]);
+        let path = format!("/api/ledger_transactions/{}", pending["id"].as_str().unwrap());
+        let (status, _) = json(server.patch(&path, &key, &json!({"status": "archived"})).send().await.unwrap()).await;
+        assert_eq!(status, 200);
+        let (status, body) = json(server.get("/api/ledger_transactions/payout-2", &key).send().await.unwrap()).await;
+        assert_error(status, &body, 404, "resource_not_found");
+        // An external id two ledgers share names neither.
+        let other = ledger(&server, &key).await;
+        let body = json!({"name": "wallet", "ledger_id": other, "normal_balance": "credit", "currency": "USD", "external_id": "wallet-7"});
+        create(&server, &key, "/api/ledger_accounts", body).await;
+        let (status, body) = json(server.get("/api/ledger_accounts/wallet-7", &key).send().await.unwrap()).await;
+        assert_error(status, &body, 422, "parameter_invalid");
+        // Another organization's external id names nothing here.
+        let stranger = server.key_for("elsewhere", Mode::Sandbox).await;
+        let (status, body) = json(server.get("/api/ledger_transactions/payout-1", &stranger).send().await.unwrap()).await;
+        assert_error(status, &body, 404, "resource_not_found");
     }
 
     #[tokio::test]

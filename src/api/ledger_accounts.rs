@@ -77,7 +77,7 @@ pub async fn create(
     path = "/api/ledger_accounts/{id}",
     tag = "ledger_accounts",
     operation_id = "getLedgerAccount",
-    params(("id" = String, Path, description = "The resource's id."), BalancesParams),
+    params(("id" = String, Path, description = "The ledger account's id, or its external_id."), BalancesParams),
     responses(
         (status = 200, description = "The ledger account, with its balances.", body = LedgerAccount),
         (status = 422, description = "A `balances[...]` parameter is malformed, or the bounds given do not go together."),

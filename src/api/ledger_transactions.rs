@@ -89,7 +89,7 @@ pub async fn create(
     path = "/api/ledger_transactions/{id}",
     tag = "ledger_transactions",
     operation_id = "getLedgerTransaction",
-    params(("id" = String, Path, description = "The resource's id.")),
+    params(("id" = String, Path, description = "The ledger transaction's id, or the external_id of one that is not archived.")),
     responses((status = 200, description = "The ledger transaction, with its entries.", body = LedgerTransaction)),
 )]
 pub async fn retrieve(State(state): State<AppState>, principal: Principal, PathId(id): PathId) -> Result<Response, Error> {

@@ -108,6 +108,32 @@ pub async fn stored_doc(ctx: &Ctx<'_>, kind: &'static str, id: &str, what: &str)
     found.map(|o| o.doc).ok_or_else(|| Error::not_found(what))
 }
 
+/// The object of `kind` in the caller's scope with id `id`, or else the one whose `external_id`
+/// it is, among those `keep` accepts (MT's GET by id or external_id). An external id that
+/// several kept objects share (in two ledgers, say) names none of them: 422 asking for the id.
+pub async fn by_id_or_external_id(
+    ctx: &Ctx<'_>,
+    kind: &'static str,
+    id: &str,
+    what: &str,
+    keep: impl Fn(&StoredObject) -> Result<bool>,
+) -> Result<StoredObject> {
+    if let Some(found) = ctx.store.get(kind, ctx.scope, id).await? {
+        return Ok(found);
+    }
+    let mut kept = Vec::new();
+    for object in with_keys(ctx, kind, "external_id", &[id.to_owned()], 100).await? {
+        if keep(&object)? {
+            kept.push(object);
+        }
+    }
+    match kept.len() {
+        0 => Err(Error::not_found(what)),
+        1 => Ok(kept.remove(0)),
+        n => Err(Error::invalid("id", format!("{n} of your {what}s have this external_id (one per ledger); ask for it by its id"))),
+    }
+}
+
 /// A page of resources whose stored documents are returned as they are.
 pub async fn stored_page(ctx: &Ctx<'_>, kind: &'static str, filters: Vec<Filter>, page: PageSpec) -> Result<ListedPage> {
     let found = fetch(ctx, kind, filters, page).await?;

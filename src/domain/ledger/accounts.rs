@@ -246,7 +246,7 @@ async fn windows_of(ctx: &Ctx<'_>, ids: &[String], query: &BalanceQuery) -> Resu
 }
 
 pub async fn get(ctx: &Ctx<'_>, id: &str, query: &BalanceQuery) -> Result<String> {
-    let stored = ctx.store.get(KIND, ctx.scope, id).await?.ok_or_else(|| Error::not_found("ledger account"))?;
+    let stored = listing::by_id_or_external_id(ctx, KIND, id, "ledger account", |_| Ok(true)).await?;
     Ok(render(ctx, std::slice::from_ref(&stored), query).await?.remove(0))
 }
 

@@ -642,8 +642,10 @@ pub async fn create(ctx: &Ctx<'_>, commit: &dyn Commit, input: &TransactionInput
     Ok(json)
 }
 
+/// By id, or by `external_id` among the transactions that are not archived (as MT serves it).
 pub async fn get(ctx: &Ctx<'_>, id: &str) -> Result<String> {
-    listing::stored_doc(ctx, KIND, id, "ledger transaction").await
+    let not_archived = |stored: &StoredObject| Ok(parse(stored)?.status != LedgerStatus::Archived);
+    Ok(listing::by_id_or_external_id(ctx, KIND, id, "ledger transaction", not_archived).await?.doc)
 }
 
 #[derive(Debug, Default)]
@@ -912,6 +914,14 @@ pub async fn reverse(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, input: &Rever
         if stands_reversed(ctx, &original).await? {
             return Err(Error::invalid("id", "this ledger transaction was already reversed"));
         }
+        if original.ledgerable_type.as_deref() == Some("payment_order") {
+            // Its order's return writes its reversal (G7); one by hand as well would count the
+            // money's return twice, or leave the order's return with nothing to reverse.
+            return Err(Error::invalid(
+                "id",
+                "this ledger transaction follows its payment order: it is reversed when the order is returned or reversed, not by hand",
+            ));
+        }
         let built = reversal_of(ctx, &original, input).await?;
         original.reversed_by_ledger_transaction_id = Some(built.txn.id.clone());
         original.updated_at = ctx.now;
@@ -1132,7 +1142,11 @@ pub async fn follow_order(
             Some((kind, id)) => (Some(kind.to_owned()), Some(id.to_owned())),
             None => (txn.ledgerable_type.clone(), txn.ledgerable_id.clone()),
         };
-        let input = ReversalInput { ledgerable_type, ledgerable_id, ..ReversalInput::default() };
+        // Effective when the money came back, not when it left: the books showed it out
+        // until then, so every as-of balance and statement of the days between stays as it was
+        // (never before the original, which may have been dated ahead).
+        let effective_at = Some(ctx.now.max(txn.effective_at).to_string());
+        let input = ReversalInput { ledgerable_type, ledgerable_id, effective_at, ..ReversalInput::default() };
         let built = reversal_of(ctx, &txn, &input).await?;
         txn.reversed_by_ledger_transaction_id = Some(built.txn.id.clone());
         stage_change(ctx, batch, &txn, &stored, event_name).await?;
