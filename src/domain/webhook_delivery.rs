@@ -2,9 +2,11 @@
 //! until its retry window (3 days by default) is over.
 //!
 //! A delivery is an object of kind `webhook_delivery` whose parent is its endpoint. Its id is the
-//! `X-Webhook-ID` (unique per event and endpoint, the same on every retry). It stores the exact
-//! body bytes that are signed and sent, built once from the event:
-//! `{"event": <event_name>, "data": <resource>}`.
+//! `X-Webhook-ID` (unique per event and endpoint, the same on every retry). Its body,
+//! `{"event": <event_name>, "data": <resource>}`, is built from its event (immutable) each time it
+//! is sent, so every attempt sends the same bytes and a delivery stores no copy of the resource:
+//! an event for twenty endpoints is stored once, not twenty-one times (storage layout level 6).
+//! Deliveries written by older releases keep the body they stored, and send it.
 //!
 //! A pending delivery carries the term `webhook_due.<endpoint id>` = the instant it is due, so
 //! the worker finds what is due for one endpoint with one indexed scan, and a slow endpoint's
@@ -70,13 +72,16 @@ pub struct Delivery {
     pub updated_at: Timestamp,
 }
 
-/// A delivery as stored: the public part, the body, and the lease.
+/// A delivery as stored: the public part and the lease (and the body, in deliveries an older
+/// release wrote).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StoredDelivery {
     #[serde(flatten)]
     pub delivery: Delivery,
-    /// The exact bytes signed and sent (JSON text, so a string keeps them exactly).
-    pub body: String,
+    /// The exact bytes an older release stored to sign and send; this one builds them from the
+    /// event (`body_of`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
     /// While set and in the future, an instance is sending this delivery.
     pub lease_until: Option<Timestamp>,
 }
@@ -216,7 +221,7 @@ pub async fn enqueue(
                 created_at: now,
                 updated_at: now,
             },
-            body: body(&event.event_name, event.data)?,
+            body: None,
             lease_until: None,
         };
         batch.push(Write::Insert(delivery.record(&endpoint.scope)?));
@@ -235,6 +240,22 @@ pub struct ClaimedDelivery {
     /// The version the lease wrote: the outcome replaces exactly that.
     pub version: i64,
     pub stored: StoredDelivery,
+    /// The exact bytes to sign and send.
+    pub body: String,
+}
+
+/// The bytes `stored` sends: those an older release stored, or else built from its event.
+async fn body_of(store: &dyn Store, scope: &Scope, stored: &StoredDelivery) -> Result<String> {
+    if let Some(body) = &stored.body {
+        return Ok(body.clone());
+    }
+    let event_id = &stored.delivery.event_id;
+    let event = store
+        .get(super::event::KIND, scope, event_id)
+        .await?
+        .ok_or_else(|| Error::internal(format!("webhook delivery {}: its event {event_id} is gone", stored.delivery.id)))?;
+    let view: EventView<'_> = serde_json::from_str(&event.doc).map_err(|e| Error::internal(format!("stored event {event_id}: {e}")))?;
+    body(&view.event_name, view.data)
 }
 
 /// Leases up to `limit` of the endpoint's due deliveries, oldest due first, until
@@ -258,7 +279,8 @@ pub async fn claim(store: &dyn Store, endpoint_id: &str, now: Timestamp, lease_m
         }
         stored.lease_until = Some(lease_until);
         batch.push(Write::Replace { record: stored.record(&scope)?, expected_version: object.version });
-        claimed.push(ClaimedDelivery { scope, version: object.version + 1, stored });
+        let body = body_of(store, &scope, &stored).await?;
+        claimed.push(ClaimedDelivery { scope, version: object.version + 1, stored, body });
     }
     match store.commit(batch).await {
         Ok(()) => Ok(claimed),
@@ -497,7 +519,7 @@ mod tests {
                 created_at: start,
                 updated_at: start,
             },
-            body: "{}".into(),
+            body: None,
             lease_until: None,
         };
         let failure = Outcome::Failed(Failure::Status(500));
@@ -538,5 +560,20 @@ mod tests {
     fn w2_body_is_exactly_event_and_data() {
         let data: &RawValue = serde_json::from_str(r#"{"id":"x","amount":1}"#).unwrap();
         assert_eq!(body("completed", data).unwrap(), r#"{"event":"completed","data":{"id":"x","amount":1}}"#);
+    }
+
+    #[test]
+    fn w3_a_delivery_an_older_release_stored_with_its_body_keeps_it_through_every_rewrite() {
+        let doc = r#"{"id":"d","object":"webhook_delivery","live_mode":false,"webhook_endpoint_id":"e","event_id":"ev",
+            "resource":"counterparty","event_name":"created","status":"pending","attempts":0,"last_attempt_at":null,
+            "last_status_code":null,"last_error":null,"next_attempt_at":null,"delivered_at":null,
+            "retry_until":"2026-01-04T00:00:00.000000Z","created_at":"2026-01-01T00:00:00.000000Z",
+            "updated_at":"2026-01-01T00:00:00.000000Z","body":"{\"event\":\"created\",\"data\":{}}","lease_until":null}"#;
+        let old: StoredDelivery = serde_json::from_str(doc).unwrap();
+        assert_eq!(old.body.as_deref(), Some(r#"{"event":"created","data":{}}"#));
+        let again: StoredDelivery = serde_json::from_str(&serde_json::to_string(&old).unwrap()).unwrap();
+        assert_eq!(again.body, old.body, "a lease or an outcome rewrites the delivery with its body");
+        let new = StoredDelivery { body: None, ..old };
+        assert!(!serde_json::to_string(&new).unwrap().contains("body"), "this release stores none");
     }
 }

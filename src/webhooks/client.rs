@@ -103,7 +103,7 @@ impl Sender {
                 return Outcome::Failed(Failure::ConnectionFailed);
             }
         };
-        let body = claimed.stored.body.as_bytes();
+        let body = claimed.body.as_bytes();
         let delivery = &claimed.stored.delivery;
         let mut headers = HeaderMap::new();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -119,7 +119,7 @@ impl Sender {
         put("x-event-name", &delivery.event_name);
         put("x-live-mode", if live_mode { "true" } else { "false" });
         let client = if live_mode { &self.live } else { &self.sandbox };
-        let request = client.post(checked.url).headers(headers).body(claimed.stored.body.clone());
+        let request = client.post(checked.url).headers(headers).body(claimed.body.clone());
         match request.send().await {
             Ok(response) if response.status().is_success() => Outcome::Delivered { status_code: response.status().as_u16() },
             Ok(response) => Outcome::Failed(Failure::Status(response.status().as_u16())),

@@ -25,6 +25,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (18, include_str!("migrations/0018_outbox_index_for_events.sql")),
     (19, include_str!("migrations/0019_layout_level_4.sql")),
     (20, include_str!("migrations/0020_layout_level_5.sql")),
+    (21, include_str!("migrations/0021_layout_level_6.sql")),
 ];
 /// Arbitrary but fixed: the advisory lock every Payrail instance takes to migrate.
 const MIGRATION_LOCK_ID: i64 = 0x7061_7972_6169_6c00;

@@ -21,6 +21,7 @@ const MIGRATIONS: &[(i64, Step)] = &[
     (9, Step::Sql(include_str!("migrations/0009_layout_level_3.sql"))),
     (10, Step::Sql(include_str!("migrations/0010_layout_level_4.sql"))),
     (11, Step::Sql(include_str!("migrations/0011_layout_level_5.sql"))),
+    (12, Step::Sql(include_str!("migrations/0012_layout_level_6.sql"))),
 ];
 
 /// Migration 2: stored replies get rowids derived from their keys (see `reply_slots`).
@@ -110,18 +111,18 @@ mod tests {
             [],
         )
         .unwrap();
-        // Migrations 8 to 11 raise to levels 2 to 5 (each release's own step).
-        for (last, level) in [(8, b"2"), (9, b"3"), (10, b"4"), (11, b"5")] {
+        // Migrations 8 to 12 raise to levels 2 to 6 (each release's own step).
+        for (last, level) in [(8, b"2"), (9, b"3"), (10, b"4"), (11, b"5"), (12, b"6")] {
             let before = crate::base::time::Clock::now(&crate::base::time::SystemClock).as_micros();
             apply_through(&mut used, last).unwrap();
             assert_eq!(setting(&used, "layout_level"), level);
             let raised = raised_at(&used);
             assert!(raised >= before - 1_000 && raised < before + 60_000_000, "raised at {raised}, migrated from {before}");
         }
-        assert_eq!(crate::store::layout::LEVEL.to_string().as_bytes(), b"5", "this release reads what its last migration raised to");
+        assert_eq!(crate::store::layout::LEVEL.to_string().as_bytes(), b"6", "this release reads what its last migration raised to");
         let mut empty = Connection::open(dir.path().join("empty.db")).unwrap();
         apply(&mut empty).unwrap();
-        assert_eq!(setting(&empty, "layout_level"), b"5");
+        assert_eq!(setting(&empty, "layout_level"), b"6");
         assert_eq!(setting(&empty, "layout_raised_at"), b"0");
     }
 
