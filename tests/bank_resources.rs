@@ -585,6 +585,32 @@ async fn i4_expected_payment_create_is_idempotent() {
 }
 
 on_both_stores! {
+/// Found by the hostile audit: two simulations racing for one expected payment answered the
+/// loser 409 ("the expected payment was changed by another request"), for a conflict the
+/// caller never made. Each is now answered; each expected payment is reconciled once.
+#[tokio::test]
+async fn b7_racing_simulations_are_each_answered_and_reconcile_each_expected_payment_once() {
+    let server = frozen_bank().await;
+    let key = server.key().await;
+    let account = internal_account(&server, &key).await;
+    let mut expected = Vec::new();
+    for _ in 0..3 {
+        expected.push(post(&server, &key, "/api/expected_payments", &expectation(&account)).await.1["id"].as_str().unwrap().to_owned());
+    }
+    let simulation = json!({"type": "ach", "direction": "credit", "amount": 1000, "internal_account_id": account, "as_of_date": "2026-03-10"});
+    let racing = (0..8).map(|_| post(&server, &key, "/api/simulations/incoming_payment_details/create_async", &simulation));
+    let answers = futures_util::future::join_all(racing).await;
+    assert!(answers.iter().all(|(status, _)| *status == 202), "{answers:?}");
+    let reconciled = answers.iter().filter(|(_, d)| d["reconciliation_status"] == "reconciled").count();
+    assert_eq!(reconciled, 3, "{answers:?}");
+    let mut transactions = BTreeSet::new();
+    for id in &expected {
+        let payment = ok(&server, &key, &format!("/api/expected_payments/{id}")).await;
+        assert_eq!(payment["status"], "reconciled", "{payment}");
+        assert!(transactions.insert(payment["transaction_id"].as_str().unwrap().to_owned()), "one transaction each: {payment}");
+    }
+}
+
 #[tokio::test]
 async fn b7_simulated_incoming_payment_reconciles_an_expected_payment() {
     let server = frozen_bank().await;

@@ -208,6 +208,12 @@ pub async fn simulate(ctx: &Ctx<'_>, commit: &dyn Commit, input: &SimulationInpu
     if ctx.scope.live_mode {
         return Err(Error::invalid("live_mode", "simulations run in sandbox mode only: use a sandbox API key"));
     }
+    // An expected payment another request (or the sandbox bank) reconciled meanwhile is read
+    // again: this one then reconciles another, or none. The caller did nothing that conflicts.
+    retry_on_conflict(|| simulate_once(ctx, commit, input)).await
+}
+
+async fn simulate_once(ctx: &Ctx<'_>, commit: &dyn Commit, input: &SimulationInput) -> Result<String> {
     let mut batch = WriteBatch::new();
     let mut detail = build(ctx, &mut batch, input).await?;
     let description = input.description.as_deref().map(|d| validate::text("description", d, TEXT_LEN_MAX)).transpose()?;
