@@ -503,13 +503,19 @@ on_both_stores! {
             transfer(&server, &key, vec![entry(&wallet, "credit", amount), entry(&cash, "debit", amount)], "posted", Some(&day(d))).await;
         }
         transfer(&server, &key, vec![entry(&wallet, "debit", 1), entry(&cash, "credit", 1)], "pending", Some(&day(15))).await;
+        // Archived before the statement: in none of its balances, nor in its entries (the
+        // ledger2 audit found it listed).
+        let dropped = transfer(&server, &key, vec![entry(&wallet, "credit", 40), entry(&cash, "debit", 40)], "pending", Some(&day(12))).await;
+        let path = format!("/api/ledger_transactions/{}", dropped["id"].as_str().unwrap());
+        let (status, _) = json(server.patch(&path, &key, &json!({"status": "archived"})).send().await.unwrap()).await;
+        assert_eq!(status, 200);
         // From day 10 at 12:00 (inclusive) to day 20 at 12:00 (exclusive).
         let body = json!({"ledger_account_id": wallet, "effective_at_lower_bound": day(10), "effective_at_upper_bound": day(20)});
         let statement = create(&server, &key, "/api/ledger_account_statements", body).await;
         assert_eq!(amounts_of(&statement["starting_balance"]), (10, 10, 10), "before the lower bound only");
         assert_eq!(amounts_of(&statement["ending_balance"]), (109, 110, 109), "the entry at the upper bound is not in it");
         assert_eq!(statement["ending_balance"]["posted_balance"]["credits"], 110);
-        assert_eq!(statement["ledger_account_lock_version"], 5);
+        assert_eq!(statement["ledger_account_lock_version"], 6);
         assert_eq!(statement["effective_at_upper_bound"], "2026-03-20T12:00:00.000000Z");
         let id = statement["id"].as_str().unwrap();
         let entries = get(&server, &key, &format!("/api/ledger_entries?ledger_account_statement_id={id}")).await;

@@ -17,6 +17,7 @@ use super::super::{Commit, Ctx, event, require};
 use super::{BalancesDoc, balances, effective_at};
 use crate::base::ledger::Window;
 use crate::error::{Error, Result};
+use crate::store::ledger::{STATUS_PENDING, STATUS_POSTED};
 use crate::store::{Filter, ObjectRecord, PostingFilter, StoredObject, Term, Write, WriteBatch};
 
 pub const KIND: &str = super::super::kinds::LEDGER_ACCOUNT_STATEMENT;
@@ -137,8 +138,10 @@ pub async fn get(ctx: &Ctx<'_>, id: &str) -> Result<String> {
 /// The filters a list of ledger entries takes from `ledger_account_statement_id`: the entries
 /// of the statement's account effective within its window (lower bound inclusive, upper
 /// exclusive) that its balances were made from (written up to its `ledger_account_lock_version`;
-/// later ones, even backdated into the window, are not the statement's). A statement the caller
-/// cannot see covers no entry.
+/// later ones, even backdated into the window, are not the statement's), less the archived
+/// ones, which count in no balance. (An entry pending when the statement was made and archived
+/// since is left out too: the store keeps no time of archiving to tell it apart.) A statement
+/// the caller cannot see covers no entry.
 pub async fn entry_filters(ctx: &Ctx<'_>, id: &str) -> Result<Vec<Filter>> {
     let Some(stored) = ctx.store.get(KIND, ctx.scope, id).await? else {
         return Ok(vec![Filter::IdIn(Vec::new())]);
@@ -149,6 +152,7 @@ pub async fn entry_filters(ctx: &Ctx<'_>, id: &str) -> Result<Vec<Filter>> {
         effective_from: Some(statement.effective_at_lower_bound.as_micros()),
         effective_to: Some(statement.effective_at_upper_bound.as_micros() - 1),
         version_max: Some(statement.ledger_account_lock_version),
+        statuses: Some(vec![STATUS_PENDING, STATUS_POSTED]),
         ..PostingFilter::default()
     };
     Ok(vec![
