@@ -1552,3 +1552,28 @@ async fn e4_a_patch_that_changes_nothing_writes_no_event_and_l2_known_filters_ar
     }
 }
 }
+
+on_both_stores! {
+/// Found by the PostgreSQL audit: a NUL (which PostgreSQL's text refuses) in a path id, in an
+/// id a body names, or in a counterparty's email was a 500 on PostgreSQL; SQLite answered 404,
+/// 422, and stored the email. Both stores now answer alike, in the contract's error shape.
+#[tokio::test]
+async fn l3_a_nul_in_an_id_or_an_email_is_a_clear_4xx_on_every_store() {
+    let server = TestServer::start().await;
+    let key = server.key().await;
+    for path in ["/api/counterparties/a%00b", "/api/payment_orders/a%00b", "/api/ledger_transactions/a%00b"] {
+        let (status, body) = json(server.get(path, &key).send().await.unwrap()).await;
+        assert_error(status, &body, 404, "resource_not_found");
+    }
+    let (status, body) = json(server.post("/api/counterparties", &key, &json!({"name": "EM", "email": "a@b.co\u{0}x"})).send().await.unwrap()).await;
+    assert_error(status, &body, 422, "parameter_invalid");
+    assert_eq!(body["errors"]["parameter"], "email", "{body}");
+    let body = json!({"name": "Acct", "counterparty_id": "a\u{0}b", "account_details": [{"account_number": "123456789"}],
+        "routing_details": [{"routing_number": "021000021", "routing_number_type": "aba"}]});
+    let (status, body) = json(server.post("/api/external_accounts", &key, &body).send().await.unwrap()).await;
+    assert_error(status, &body, 422, "parameter_invalid");
+    assert_eq!(body["errors"]["parameter"], "counterparty_id", "{body}");
+    let (_, listed) = json(server.get("/api/counterparties", &key).send().await.unwrap()).await;
+    assert_eq!(listed, json!([]), "nothing was written");
+}
+}

@@ -90,7 +90,7 @@ pub fn merge_metadata(param: &str, current: &Metadata, patch: &MetadataPatch) ->
 
 pub fn email(param: &str, value: &str) -> Result<String> {
     let valid = value.len() <= 254
-        && !value.chars().any(char::is_whitespace)
+        && !value.chars().any(|c| c.is_whitespace() || c.is_control())
         && value.split_once('@').is_some_and(|(local, domain)| {
             !local.is_empty() && domain.contains('.') && !domain.starts_with('.') && !domain.ends_with('.') && !domain.contains('@')
         });

@@ -231,8 +231,12 @@ impl<S: Send + Sync> FromRequestParts<S> for PathId {
     type Rejection = Error;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let Path(id) =
-            Path::<String>::from_request_parts(parts, state).await.map_err(|_| Error::NotFound { message: "resource not found".into() })?;
+        let not_found = || Error::NotFound { message: "resource not found".into() };
+        let Path(id) = Path::<String>::from_request_parts(parts, state).await.map_err(|_| not_found())?;
+        // No id holds a control character (PostgreSQL's text refuses a NUL outright).
+        if id.chars().any(char::is_control) {
+            return Err(not_found());
+        }
         Ok(PathId(id))
     }
 }

@@ -438,6 +438,9 @@ impl Store for PostgresStore {
     }
 
     async fn get(&self, kind: &'static str, scope: &Scope, id: &str) -> Result<Option<StoredObject>> {
+        if id.contains('\0') {
+            return Ok(None); // PostgreSQL's text holds no NUL, so nothing has this id
+        }
         Ok(reads::submit(&self.reads, reads::Read::by_id(kind, scope, id)).await?.pop())
     }
 
