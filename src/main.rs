@@ -126,9 +126,9 @@ struct ServeArgs {
     /// Requests a key may make in a burst above its rate.
     #[arg(long, env = "PAYRAIL_RATE_LIMIT_BURST", default_value_t = 100)]
     rate_limit_burst: u32,
-    /// Most connections open at once.
-    #[arg(long, env = "PAYRAIL_CONNECTIONS_MAX", default_value_t = 4096)]
-    connections_max: usize,
+    /// Most connections open at once (at least 1).
+    #[arg(long, env = "PAYRAIL_CONNECTIONS_MAX", default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..))]
+    connections_max: u32,
     /// Most connections open at once from one client address (IPv6: one /64); 0: no cap of its
     /// own. Default: 256 over TLS; none with --plain-http, where the proxy is the only client.
     #[arg(long, env = "PAYRAIL_CONNECTIONS_PER_ADDRESS_MAX")]
@@ -389,7 +389,7 @@ async fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
     config.idempotency_strict = args.idempotency_strict;
     config.body_limit_bytes = args.body_limit_bytes;
     config.request_timeout_ms = args.request_timeout_ms;
-    config.connections_max = args.connections_max;
+    config.connections_max = args.connections_max as usize;
     config.connections_per_address_max = args.connections_per_address_max;
     config.sandbox_step_ms = args.sandbox_step_ms;
     config.rate_limit_per_sec = args.rate_limit_per_sec;

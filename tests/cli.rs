@@ -113,6 +113,23 @@ fn k2_keys_create_json_is_one_object() {
     assert_eq!(object["name"], "x");
 }
 
+/// Found by the hostile audit: a name with a newline split `keys list`'s row in two, and
+/// `--data-dir` naming a file made that file 0700 before failing.
+#[test]
+fn k2_a_key_name_with_control_characters_and_a_data_dir_that_is_a_file_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = payrail(dir.path(), &["keys", "create", "--name", "a\nb"]);
+    assert!(!run.status.success() && run.stderr.contains("control characters"), "{}{}", run.stdout, run.stderr);
+    assert!(list_keys(dir.path()).is_empty(), "no key was made");
+    let file = dir.path().join("keys.json");
+    std::fs::write(&file, b"{}").unwrap();
+    std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let run = payrail(&file, &["keys", "list"]);
+    assert!(!run.status.success() && run.stderr.contains("not a directory"), "{}{}", run.stdout, run.stderr);
+    let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&file).unwrap().permissions()) & 0o777;
+    assert_eq!(mode, 0o644, "the file is left as it was");
+}
+
 #[test]
 fn k2_keys_create_live_for_an_organization() {
     let dir = tempfile::tempdir().unwrap();

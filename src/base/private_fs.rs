@@ -41,6 +41,9 @@ pub fn ensure_private_dir(dir: &Path) -> std::io::Result<()> {
         #[cfg(unix)]
         builder.mode(DIR_MODE);
         builder.create(dir)?;
+    } else if !dir.is_dir() {
+        // Never chmod a file someone named by mistake (it would become executable).
+        return Err(std::io::Error::new(std::io::ErrorKind::NotADirectory, format!("{} is not a directory", dir.display())));
     }
     tighten(dir, DIR_MODE)
 }
@@ -127,5 +130,17 @@ mod tests {
         assert_eq!(mode(&file), 0o600);
         replace(&file, b"x").unwrap();
         assert_eq!((mode(&file), std::fs::read(&file).unwrap()), (0o600, b"x".to_vec()));
+    }
+
+    /// Found by the hostile audit: `--data-dir` naming a file made that file 0700.
+    #[test]
+    fn s4_a_file_named_as_the_data_directory_is_refused_and_left_as_it_was() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("keys.json");
+        std::fs::write(&file, b"{}").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let err = ensure_private_dir(&file).unwrap_err();
+        assert!(err.to_string().contains("is not a directory"), "{err}");
+        assert_eq!(mode(&file), 0o644);
     }
 }

@@ -26,6 +26,10 @@ pub async fn create(store: &dyn Store, clock: &dyn Clock, name: &str, mode: Mode
     if name.trim().is_empty() || name.len() > KEY_NAME_LEN_MAX {
         return Err(Error::invalid("name", "a key name is 1 to 200 characters"));
     }
+    if name.chars().any(char::is_control) {
+        // A newline would split `keys list`'s row in two for the scripts that read it.
+        return Err(Error::invalid("name", "a key name must not contain control characters"));
+    }
     validate_org_id(org)?;
     let key = ApiKey::new(name.to_owned(), mode, org.to_owned(), clock.now());
     let secret = SecretKey::generate(mode);
