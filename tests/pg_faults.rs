@@ -385,6 +385,34 @@ async fn h3_a_hung_database_answers_503_within_the_deadline_and_healthz_within_a
     drop(server);
 }
 
+/// Found by the PostgreSQL audit: a keyed request whose database hung after its claim was
+/// taken answered its 503 past the request timeout, as the reply waited to give the key back to
+/// the database that did not answer (up to the database deadline more).
+#[tokio::test]
+async fn h3_a_keyed_request_whose_database_hangs_after_its_claim_is_answered_within_the_request_timeout() {
+    let cluster = Cluster::start();
+    let server = TestServer::start_with(|c| {
+        fault_config(c, &cluster.url);
+        c.database_timeout_ms = 3_000;
+    })
+    .await;
+    let key = server.key().await;
+    assert_eq!(create(&server, &key, "before").await.0, Some(201));
+    let mut held = HeldCreate::start(&server, &cluster, &key, "held").await;
+    let started = Instant::now();
+    cluster.freeze();
+    held.send_body().await;
+    let (status, retry_after, text) = held.reply().await;
+    let elapsed = started.elapsed();
+    cluster.thaw();
+    eprintln!("the keyed create answered {status} after {elapsed:?}");
+    assert_eq!((status, retry_after), (503, true), "{text}");
+    // The slack is the test's (scheduling on a busy machine); the fault cost a second more.
+    assert!(elapsed < REQUEST_TIMEOUT + Duration::from_millis(250), "answered within the request timeout ({elapsed:?})");
+    // The key is given back once the database answers: a retry executes (I5).
+    assert!(until_created(&server, &key, "held", Duration::from_secs(15)).await.is_some(), "the retry executes");
+}
+
 #[tokio::test]
 async fn h3_a_read_only_database_answers_503_not_500() {
     let cluster = Cluster::start();

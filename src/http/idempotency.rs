@@ -253,14 +253,22 @@ impl Drop for AbandonOnDrop {
     }
 }
 
+/// How long before the request timeout a mutating request's work is stopped, so that giving
+/// its key back (a store call) fits inside the timeout (SPEC H3) and a healthy store has done
+/// it before the reply leaves (I5: the client's immediate retry executes afresh).
+const RELEASE_GRACE: Duration = Duration::from_millis(250);
+
 /// Runs a mutating request in its own task behind a commit gate, under the request timeout.
 async fn run_gated(state: AppState, request: Request, next: Next, claim: Option<ClaimToken>) -> Response {
     let gate = Arc::new(CommitGate::default());
     let abandon_on_drop = AbandonOnDrop(gate.clone());
     let timeout = Duration::from_millis(state.config.request_timeout_ms);
+    let started = tokio::time::Instant::now();
     let (store, held) = (state.store.clone(), claim.clone());
     let mut task = tokio::spawn(execute(state, request, next, claim, gate.clone()));
-    let answer = match tokio::time::timeout(timeout, &mut task).await {
+    // The work stops a little before the request timeout, leaving the key's release time to
+    // finish inside it.
+    let answer = match tokio::time::timeout(timeout.saturating_sub(RELEASE_GRACE), &mut task).await {
         Ok(joined) => joined.map_err(|_| Error::internal("handler panicked")),
         // Too late to abandon: the work is committing, so its answer is the truth.
         Err(_) if !gate.abandon() => task.await.map_err(|_| Error::internal("handler panicked")),
@@ -280,9 +288,13 @@ async fn run_gated(state: AppState, request: Request, next: Next, claim: Option<
             // a task spawned as it was dropped: free the key before this reply leaves, as
             // every other failure does, so the client's immediate retry executes afresh (I5)
             // instead of meeting its own dead request's claim (I6). Release is by token, so
-            // releasing twice, or after a commit already released it, does nothing.
-            if let Some(token) = &held {
-                store.release(token).await;
+            // releasing twice, or after a commit already released it, does nothing. A store
+            // that does not answer (a hung database) does not hold the reply past the request
+            // timeout (H3): the release goes on without it, and the claim's lease bounds it.
+            if let Some(token) = held {
+                let release = tokio::spawn(async move { store.release(&token).await });
+                let left = timeout.saturating_sub(started.elapsed()).max(RELEASE_GRACE / 2);
+                let _ = tokio::time::timeout(left, release).await;
             }
             err.into_response()
         }
