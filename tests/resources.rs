@@ -1561,10 +1561,20 @@ on_both_stores! {
 async fn l3_a_nul_in_an_id_or_an_email_is_a_clear_4xx_on_every_store() {
     let server = TestServer::start().await;
     let key = server.key().await;
-    for path in ["/api/counterparties/a%00b", "/api/payment_orders/a%00b", "/api/ledger_transactions/a%00b"] {
+    for path in ["/api/counterparties/a%00b", "/api/payment_orders/a%00b", "/api/ledger_transactions/a%00b", "/api/webhook_endpoints/a%00b/deliveries"] {
         let (status, body) = json(server.get(path, &key).send().await.unwrap()).await;
         assert_error(status, &body, 404, "resource_not_found");
     }
+    let (status, body) = json(server.delete("/api/ledger_account_categories/a%00b/ledger_accounts/c", &key).send().await.unwrap()).await;
+    assert_error(status, &body, 404, "resource_not_found");
+    // A list filter naming a NUL is refused, or matches nothing (no stored value holds one).
+    for path in ["/api/payment_orders?counterparty_id=a%00b", "/api/counterparties?metadata%5Bk%00%5D=v", "/api/counterparties?id%5B%5D=a%00b"] {
+        let (status, body) = json(server.get(path, &key).send().await.unwrap()).await;
+        assert!(status == 422 && body["errors"]["parameter"].is_string() || (status, &body) == (200, &json!([])), "{path}: {status} {body}");
+    }
+    let order = json!({"type": "ach", "amount": 100, "direction": "credit", "originating_account_id": "a\u{0}b", "receiving_account_id": "c\u{0}d"});
+    let (status, body) = json(server.post("/api/payment_orders", &key, &order).send().await.unwrap()).await;
+    assert_eq!(status, 422, "{body}");
     let (status, body) = json(server.post("/api/counterparties", &key, &json!({"name": "EM", "email": "a@b.co\u{0}x"})).send().await.unwrap()).await;
     assert_error(status, &body, 422, "parameter_invalid");
     assert_eq!(body["errors"]["parameter"], "email", "{body}");

@@ -75,7 +75,7 @@ impl<S: Send + Sync> FromRequestParts<S> for PathPair {
         let Path((id, other)) = Path::<(String, String)>::from_request_parts(parts, state)
             .await
             .map_err(|_| Error::NotFound { message: "resource not found".into() })?;
-        Ok(PathPair(id, other))
+        Ok(PathPair(crate::http::extract::path_id(id)?, crate::http::extract::path_id(other)?))
     }
 }
 

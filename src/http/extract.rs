@@ -231,14 +231,19 @@ impl<S: Send + Sync> FromRequestParts<S> for PathId {
     type Rejection = Error;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let not_found = || Error::NotFound { message: "resource not found".into() };
-        let Path(id) = Path::<String>::from_request_parts(parts, state).await.map_err(|_| not_found())?;
-        // No id holds a control character (PostgreSQL's text refuses a NUL outright).
-        if id.chars().any(char::is_control) {
-            return Err(not_found());
-        }
-        Ok(PathId(id))
+        let Path(id) = Path::<String>::from_request_parts(parts, state).await.map_err(|_| path_not_found())?;
+        Ok(PathId(path_id(id)?))
     }
+}
+
+fn path_not_found() -> Error {
+    Error::NotFound { message: "resource not found".into() }
+}
+
+/// A path's id, or not found when it holds a control character, which no id does (and
+/// PostgreSQL's text refuses a NUL outright).
+pub fn path_id(id: String) -> Result<String, Error> {
+    if id.chars().any(char::is_control) { Err(path_not_found()) } else { Ok(id) }
 }
 
 #[cfg(test)]

@@ -308,6 +308,31 @@ pub enum Filter {
     },
 }
 
+impl Filter {
+    /// The filter without the values that hold a NUL, which no stored text does (PostgreSQL's
+    /// text refuses one outright), or None when it can then match nothing.
+    pub fn without_nul(self) -> Option<Filter> {
+        let nul = |s: &str| s.contains('\0');
+        let keep = |values: Vec<String>| values.into_iter().filter(|v| !nul(v)).collect::<Vec<_>>();
+        match self {
+            Filter::Eq { ref name, ref value } | Filter::AtLeast { ref name, ref value } | Filter::AtMost { ref name, ref value }
+                if nul(name) || nul(value) =>
+            {
+                None
+            }
+            Filter::Contains { ref name, ref needle } if nul(name) || nul(needle) => None,
+            Filter::Parent(ref id) if nul(id) => None,
+            Filter::SettledBy { ref settlement_id, .. } if nul(settlement_id) => None,
+            Filter::Posting { ref filter, .. } if filter.account_id.as_deref().is_some_and(nul) => None,
+            Filter::AnyOf { ref name, .. } | Filter::Keys { ref name, .. } if nul(name) => None,
+            Filter::IdIn(ids) => Some(Filter::IdIn(keep(ids))),
+            Filter::AnyOf { name, values } => Some(Filter::AnyOf { name, values: keep(values) }),
+            Filter::Keys { name, values } => Some(Filter::Keys { name, values: keep(values) }),
+            other => Some(other),
+        }
+    }
+}
+
 /// What [`Filter::Posting`] asks of an entry's posting row; every field given must hold.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PostingFilter {
@@ -499,4 +524,21 @@ pub(crate) fn abandoned() -> Error {
 
 pub(crate) fn backend_error<E: std::error::Error>(context: &str, err: E) -> Error {
     Error::Internal(format!("{context}: {}", crate::error::chain(&err)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn l3_a_filter_value_holding_a_nul_matches_nothing_and_a_list_keeps_its_other_values() {
+        let eq = |value: &str| Filter::Eq { name: "status".into(), value: value.into() };
+        assert!(eq("a\0b").without_nul().is_none());
+        assert!(matches!(eq("ab").without_nul(), Some(Filter::Eq { value, .. }) if value == "ab"));
+        assert!(Filter::Parent("p\0".into()).without_nul().is_none());
+        let ids = Filter::IdIn(vec!["x\0".into(), "y".into()]).without_nul();
+        assert!(matches!(ids, Some(Filter::IdIn(ids)) if ids == ["y"]));
+        let keys = Filter::Keys { name: "trace".into(), values: vec!["\0".into()] }.without_nul();
+        assert!(matches!(keys, Some(Filter::Keys { values, .. }) if values.is_empty()), "an empty list matches nothing");
+    }
 }

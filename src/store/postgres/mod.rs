@@ -445,6 +445,10 @@ impl Store for PostgresStore {
     }
 
     async fn list(&self, query: &ListQuery) -> Result<Page> {
+        let Some(filters) = query.filters.iter().cloned().map(Filter::without_nul).collect::<Option<Vec<_>>>() else {
+            return Ok(Page { items: Vec::new(), next_seq: None }); // a value no stored text holds
+        };
+        let query = &ListQuery { filters, ..query.clone() };
         let (sql, args) = list_sql(query);
         let params: Vec<&(dyn ToSql + Sync)> = args.iter().map(|a| a.as_ref() as &(dyn ToSql + Sync)).collect();
         let rows = self.query(&sql, &params).await?;
