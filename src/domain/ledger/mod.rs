@@ -67,6 +67,11 @@ impl LedgerCurrency {
             }
             return Ok(LedgerCurrency { code: iso.code().to_owned(), exponent: iso.exponent() });
         }
+        let capitals = code.to_ascii_uppercase();
+        if capitals != code && Currency::parse("currency", &capitals).is_ok() {
+            // `usd` would be a custom currency of its own that never balances against USD.
+            return Err(Error::invalid("currency", format!("ISO 4217 codes are written in capitals: {capitals}, not {code}")));
+        }
         let well_formed = !code.is_empty() && code.len() <= CURRENCY_CODE_LEN_MAX && code.bytes().all(|b| b.is_ascii_alphanumeric());
         if !well_formed {
             return Err(Error::invalid("currency", format!("currency must be a code of 1 to {CURRENCY_CODE_LEN_MAX} letters and digits")));
@@ -470,6 +475,11 @@ mod tests {
         assert!(LedgerCurrency::parse("POINTS", None).is_err());
         assert!(LedgerCurrency::parse("no way", Some(2)).is_err());
         assert!(LedgerCurrency::parse("XYZ", Some(19)).is_err());
+        // Found by the ledger2 audit: `usd` was a custom currency apart from USD.
+        for code in ["usd", "Usd", "eur"] {
+            assert!(LedgerCurrency::parse(code, Some(2)).unwrap_err().to_string().contains("capitals"), "{code}");
+        }
+        assert_eq!(LedgerCurrency::parse("pts", Some(0)).unwrap().code, "pts", "a custom code keeps its spelling");
     }
 
     #[test]
