@@ -15,6 +15,7 @@
 //! only one replace wins, so one instance at a time sends a delivery, and a lease whose holder
 //! died runs out and the delivery is due again (at least once, SPEC W3).
 
+use futures_util::future::try_join_all;
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -271,7 +272,7 @@ pub async fn claim(store: &dyn Store, endpoint_id: &str, now: Timestamp, lease_m
     }
     let lease_until = now.plus_micros(i64::try_from(lease_ms).unwrap_or(i64::MAX / 1000).saturating_mul(1000));
     let mut batch = WriteBatch::new();
-    let mut claimed = Vec::with_capacity(due.len());
+    let mut leased = Vec::with_capacity(due.len());
     for (scope, object) in due {
         let mut stored = parse(&object)?;
         if stored.delivery.status != PENDING {
@@ -279,11 +280,13 @@ pub async fn claim(store: &dyn Store, endpoint_id: &str, now: Timestamp, lease_m
         }
         stored.lease_until = Some(lease_until);
         batch.push(Write::Replace { record: stored.record(&scope)?, expected_version: object.version });
-        let body = body_of(store, &scope, &stored).await?;
-        claimed.push(ClaimedDelivery { scope, version: object.version + 1, stored, body });
+        leased.push((scope, object.version + 1, stored));
     }
+    // The events are read together (PostgreSQL answers concurrent reads in one round trip).
+    let bodies = try_join_all(leased.iter().map(|(scope, _, stored)| body_of(store, scope, stored))).await?;
+    let claimed = leased.into_iter().zip(bodies).map(|((scope, version, stored), body)| ClaimedDelivery { scope, version, stored, body });
     match store.commit(batch).await {
-        Ok(()) => Ok(claimed),
+        Ok(()) => Ok(claimed.collect()),
         Err(Error::Conflict { .. } | Error::NotFound { .. }) => Ok(Vec::new()),
         Err(err) => Err(err),
     }
