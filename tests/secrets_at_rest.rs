@@ -180,14 +180,31 @@ async fn postgres_rows_containing(root: &Path, needle: &str) -> Vec<String> {
 
 /// The stored pepper's raw bytes (it must be sealed: starts with the sealed magic).
 async fn stored_pepper(root: &Path) -> Vec<u8> {
+    stored_setting(root, "key_pepper").await
+}
+
+/// A `settings` row's raw bytes.
+async fn stored_setting(root: &Path, name: &str) -> Vec<u8> {
     if on_postgres() {
         let url = std::fs::read_to_string(root.join("test-database-url")).unwrap();
         let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
         tokio::spawn(connection);
-        return client.query_one("SELECT value FROM settings WHERE name = 'key_pepper'", &[]).await.unwrap().get(0);
+        return client.query_one("SELECT value FROM settings WHERE name = $1", &[&name]).await.unwrap().get(0);
     }
     let conn = rusqlite::Connection::open(data_dir(root).join("payrail.db")).unwrap();
-    conn.query_row("SELECT value FROM settings WHERE name = 'key_pepper'", [], |r| r.get(0)).unwrap()
+    conn.query_row("SELECT value FROM settings WHERE name = ?1", [name], |r| r.get(0)).unwrap()
+}
+
+/// Runs `sql` (statements separated by `;`) on the test's database.
+async fn execute_sql(root: &Path, sql: &str) {
+    if on_postgres() {
+        let url = std::fs::read_to_string(root.join("test-database-url")).unwrap();
+        let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.unwrap();
+        tokio::spawn(connection);
+        client.batch_execute(sql).await.unwrap();
+        return;
+    }
+    rusqlite::Connection::open(data_dir(root).join("payrail.db")).unwrap().execute_batch(sql).unwrap();
 }
 
 /// Where a secret is found at rest: files of the data directory, and rows on PostgreSQL.
@@ -330,10 +347,23 @@ async fn s4_another_master_key_refuses_to_start_instead_of_signing_wrong() {
     let other = tempfile::tempdir().unwrap();
     let other_key = other.path().join("other.key");
     run(&["master-key", "generate", other_key.to_str().unwrap()], root.path(), None);
+    // As if this release's last migration (a raise of the storage layout) were still to run:
+    // the refusal comes before it, so older instances still serving are not stopped by an
+    // instance that cannot serve (found by the re-audit of level 6).
+    let last = payrail::store::layout::LEVEL;
+    let bytes = if on_postgres() { "BYTEA" } else { "BLOB" };
+    let undo = format!(
+        "DELETE FROM schema_migrations WHERE version = (SELECT max(version) FROM schema_migrations);
+         UPDATE settings SET value = CAST('{}' AS {bytes}) WHERE name = 'layout_level'",
+        last - 1
+    );
+    execute_sql(root.path(), &undo).await;
     let config = config_for(root.path(), |c| c.master_key_file = Some(other_key.clone())).await;
     let err = launch_error(config).await;
     assert!(err.contains("master key"), "a clear message: {err}");
     assert!(err.contains("--master-key-file"), "it says which setting to check: {err}");
+    let level = String::from_utf8(stored_setting(root.path(), "layout_level").await).unwrap();
+    assert_eq!(level, (last - 1).to_string(), "no migration ran for an instance that cannot serve");
 }
 }
 

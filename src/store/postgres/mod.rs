@@ -136,6 +136,7 @@ impl PostgresStore {
         let setup = connector.sibling(&connect::config(url, options, false)?);
         let (mut client, connection) = setup.connect().await.map_err(|e| unreachable(url, &e))?;
         let driver = tokio::spawn(connection);
+        refuse_a_foreign_master_key(&client, secrets).await?;
         migrations::apply(&mut client).await?;
         let pepper = load_pepper(&client, secrets).await?;
         drop(client);
@@ -267,6 +268,22 @@ async fn roll_back<T>(db: &Db, client: deadpool_postgres::Object, err: Error) ->
 /// A plain pepper left by an older release is sealed in place by a compare-and-set, so
 /// instances starting together cannot clash: one update wins, the others change nothing (and
 /// all hold the same pepper either way).
+/// Fails, before any migration runs, when the master key ring cannot open the pepper the
+/// database holds (the wrong `--master-key-file`, or none and a fresh key made in the data
+/// directory): such an instance cannot serve, and a migration that raised the storage layout
+/// would have stopped every older instance first.
+async fn refuse_a_foreign_master_key(client: &tokio_postgres::Client, secrets: &SecretBox) -> anyhow::Result<()> {
+    let known: bool = client.query_one("SELECT to_regclass('settings') IS NOT NULL", &[]).await?.get(0);
+    if !known {
+        return Ok(()); // a database no release has migrated yet
+    }
+    let stored = client.query_opt("SELECT value FROM settings WHERE name = $1", &[&secret_box::PEPPER_SETTING]).await?;
+    if let Some(row) = stored {
+        secret_box::open_pepper(secrets, &row.get::<_, Vec<u8>>(0))?;
+    }
+    Ok(())
+}
+
 async fn load_pepper(client: &tokio_postgres::Client, secrets: &SecretBox) -> anyhow::Result<Vec<u8>> {
     let mut fresh = [0u8; 32];
     rand::rng().fill_bytes(&mut fresh);

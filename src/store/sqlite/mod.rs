@@ -100,6 +100,7 @@ impl SqliteStore {
     pub fn open(path: &Path, secrets: &SecretBox) -> anyhow::Result<Self> {
         let mut conn = open_private(path)?;
         configure(&conn)?;
+        refuse_a_foreign_master_key(&conn, secrets)?;
         migrations::apply(&mut conn)?;
         let hasher = KeyHasher::new(load_pepper(&conn, secrets)?);
         let readers = (0..READERS).map(|_| open_reader(path).map(Mutex::new)).collect::<anyhow::Result<Vec<_>>>()?;
@@ -196,6 +197,23 @@ fn open_reader(path: &Path) -> anyhow::Result<Connection> {
 /// The per-database secret keys are hashed under; made once, by whichever process comes first,
 /// and stored sealed. A plain pepper left by an older release is sealed in place; the update
 /// only applies if the value is still the plain one, so racing processes cannot clash.
+/// Fails, before any migration runs, when the master key ring cannot open the pepper the
+/// database holds (as on PostgreSQL: a migration must not change a database this instance
+/// cannot serve).
+fn refuse_a_foreign_master_key(conn: &Connection, secrets: &SecretBox) -> anyhow::Result<()> {
+    let known =
+        conn.query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'settings'", [], |row| row.get::<_, i64>(0))?;
+    if known == 0 {
+        return Ok(());
+    }
+    let stored: Option<Vec<u8>> =
+        conn.query_row("SELECT value FROM settings WHERE name = ?1", [secret_box::PEPPER_SETTING], |row| row.get(0)).optional()?;
+    if let Some(stored) = stored {
+        secret_box::open_pepper(secrets, &stored)?;
+    }
+    Ok(())
+}
+
 fn load_pepper(conn: &Connection, secrets: &SecretBox) -> anyhow::Result<Vec<u8>> {
     let mut fresh = [0u8; 32];
     rand::rng().fill_bytes(&mut fresh);
