@@ -497,3 +497,102 @@ async fn b2_the_server_runs_the_cutoff_at_the_connection_local_time() {
     assert_eq!(get_order(&server, &live, &next).await["status"], "approved", "one run per slot");
     assert_eq!(bank_files(&server, &live.connection).await.len(), 1);
 }
+
+on_both_stores! {
+/// Found by the bank audit on PostgreSQL: a scheduled cut-off whose run died after it took the
+/// slot (kill -9 a quarter second in) left the slot's other orders `approved` until the next
+/// slot, a banking day later: every later run of the slot only finished files. A slot whose
+/// runs never finished is run again; one that finished is not.
+#[tokio::test]
+async fn b2_a_scheduled_cutoff_whose_run_died_is_run_again_by_the_next_tick() {
+    let server = TestServer::start_with(|config| config.bank_tick_ms = 100).await;
+    let new_york = jiff::tz::TimeZone::get("America/New_York").unwrap();
+    let soon = jiff::Timestamp::now().checked_add(jiff::SignedDuration::from_mins(2)).unwrap().to_zoned(new_york);
+    let cutoff_at = soon.strftime("%H:%M").to_string();
+    let live = live_at(&server, "acme", &cutoff_at).await;
+    let body = json!({"type": "ach", "amount": 500, "direction": "credit", "receiving_account": ach_receiving("Jane Doe")});
+    let id = order(&server, &live, body.clone()).await["id"].as_str().unwrap().to_owned();
+    // What a run that took the slot and was killed at once leaves behind.
+    let slot = format!("{}T{cutoff_at}", soon.date());
+    let mut batch = WriteBatch::new();
+    for key in [format!("bank_cutoff_slot/{}/{slot}", live.connection), format!("bank_cutoff_slot_unfinished/{}/{slot}", live.connection)] {
+        batch.push(Write::Unique { key, parameter: "slot".into(), message: "taken".into() });
+    }
+    server.store.commit(batch).await.unwrap();
+    server.clock.advance_secs(180);
+    let started = Instant::now();
+    while get_order(&server, &live, &id).await["status"] != "sent" {
+        assert!(started.elapsed() < Duration::from_secs(30), "the slot's orders were left for the next slot");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // That run finished the slot: a later order waits for the next one.
+    let next = order(&server, &live, body).await["id"].as_str().unwrap().to_owned();
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(get_order(&server, &live, &next).await["status"], "approved", "one finished run per slot");
+    assert_eq!(bank_files(&server, &live.connection).await.len(), 1);
+}
+}
+
+on_both_stores! {
+/// Found by the bank audit on PostgreSQL: a file recorded before its first claim landed (its
+/// run killed at once, or every order it was made for cancelled meanwhile) was written and
+/// uploaded empty, spending one of the day's 36 NACHA file id modifiers. It is dropped instead.
+#[tokio::test]
+async fn b2_a_file_that_holds_no_order_is_dropped_not_sent() {
+    use payrail::bank::cutoff::files::{self, FileStatus};
+    let server = TestServer::start().await;
+    let live = live(&server, "acme").await;
+    order(&server, &live, json!({"type": "ach", "amount": 100, "direction": "credit", "receiving_account": ach_receiving("Jane Doe")})).await;
+    let run = cutoff(&server, &live.connection).await;
+    assert!(run.status.success(), "{}\n{}", text(&run.stdout), text(&run.stderr));
+    // A recorded, claimed file that no order made it into, as a killed run leaves it.
+    let scope = live_scope("acme");
+    let mut empty = files::of_connection(server.store.as_ref(), &scope, &live.connection).await.unwrap().remove(0);
+    empty.file.id = payrail::domain::id::Id::generate().to_string();
+    empty.file.name = empty.file.name.replace("-A-", "-B-");
+    (empty.file.status, empty.file.order_count, empty.file.credit_total, empty.file.groups) = (FileStatus::Claimed, 0, 0, Vec::new());
+    (empty.file.sha256, empty.file.size_bytes, empty.file.trace_start, empty.file.written_at, empty.file.uploaded_at) = (None, None, None, None, None);
+    let mut batch = WriteBatch::new();
+    batch.push(empty.insert().unwrap());
+    server.store.commit(batch).await.unwrap();
+    let sent_before: Vec<_> = std::fs::read_dir(&live.outbound).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let run = cutoff(&server, &live.connection).await;
+    assert!(run.status.success(), "{}\n{}", text(&run.stdout), text(&run.stderr));
+    let sent_after: Vec<_> = std::fs::read_dir(&live.outbound).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(sent_after, sent_before, "nothing more reached the bank");
+    assert_eq!(bank_files(&server, &live.connection).await.len(), 1, "the empty file's record is gone");
+}
+}
+
+on_both_stores! {
+/// Found by the bank audit on PostgreSQL: once a connection had made NACHA's 36 ACH files of a
+/// day, the whole cut-off failed, and its wires were held as well. The ACH rail still fails,
+/// saying why; the other rails go out.
+#[tokio::test]
+async fn b2_a_rail_that_cannot_make_a_file_holds_back_no_other_rail() {
+    use payrail::bank::cutoff::files;
+    let server = TestServer::start().await;
+    let live = live(&server, "acme").await;
+    order(&server, &live, json!({"type": "ach", "amount": 100, "direction": "credit", "receiving_account": ach_receiving("Jane Doe")})).await;
+    let run = cutoff(&server, &live.connection).await;
+    assert!(run.status.success(), "{}\n{}", text(&run.stdout), text(&run.stderr));
+    // 35 more ACH files of the same day (records only): the day's modifiers are used up.
+    let scope = live_scope("acme");
+    let first = files::of_connection(server.store.as_ref(), &scope, &live.connection).await.unwrap().remove(0);
+    let mut batch = WriteBatch::new();
+    for n in 0..35 {
+        let mut copy = first.clone();
+        copy.file.id = payrail::domain::id::Id::generate().to_string();
+        copy.file.name = format!("{}-{n}", first.file.name);
+        batch.push(copy.insert().unwrap());
+    }
+    server.store.commit(batch).await.unwrap();
+    let ach = order(&server, &live, json!({"type": "ach", "amount": 200, "direction": "credit", "receiving_account": ach_receiving("Jane Doe")})).await;
+    let wire = order(&server, &live, json!({"type": "wire", "amount": 300, "direction": "credit", "receiving_account": wire_receiving("Widgets Inc")})).await;
+    let run = cutoff(&server, &live.connection).await;
+    assert!(!run.status.success(), "the ACH rail's failure is reported");
+    assert!(text(&run.stderr).contains("file id modifiers are used up"), "{}", text(&run.stderr));
+    assert_eq!(get_order(&server, &live, wire["id"].as_str().unwrap()).await["status"], "sent", "the wire went out");
+    assert_eq!(get_order(&server, &live, ach["id"].as_str().unwrap()).await["status"], "approved", "the ACH order waits");
+}
+}

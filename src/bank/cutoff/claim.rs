@@ -363,7 +363,7 @@ async fn create_file(run: &Run<'_>, rail: Rail) -> Result<files::Stored> {
     batch.push(stored.insert()?);
     // Two files of one connection never share a name, whatever happens.
     batch.push(Write::Unique {
-        key: format!("bank_file_name/{}/{}", run.connection_id, stored.file.name),
+        key: files::name_key(&run.connection_id, &stored.file.name),
         parameter: "name".into(),
         message: format!("connection {} already has a file named {}", run.connection_id, stored.file.name),
     });

@@ -222,6 +222,11 @@ pub async fn part(store: &dyn Store, scope: &Scope, file: &BankFile, group: usiz
 }
 
 /// How many files the connection made for `rail` on `day`.
+/// The unique key that keeps two files of one connection from sharing a name.
+pub fn name_key(connection_id: &str, name: &str) -> String {
+    format!("bank_file_name/{connection_id}/{name}")
+}
+
 pub async fn count_of_day(store: &dyn Store, scope: &Scope, day_key: &str) -> Result<usize> {
     let query = ListQuery {
         kind: KIND,

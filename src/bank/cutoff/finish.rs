@@ -48,12 +48,19 @@ pub fn spool_path(data_dir: &Path, file: &BankFile) -> PathBuf {
 #[derive(Debug)]
 pub enum Outcome {
     Uploaded,
+    /// The file held no order (its run crashed before its first claim landed, or clients
+    /// cancelled every order it was made for): its record is dropped, nothing is sent.
+    Discarded,
     /// The upload failed; the file waits, written, for the next attempt.
     UploadFailed(String),
 }
 
 /// Takes `file` from where it is to uploaded.
 pub async fn finish(run: &Run<'_>, file: &mut files::Stored) -> Result<Outcome> {
+    if file.file.status == FileStatus::Claimed && file.file.order_count == 0 {
+        discard(run, file).await?;
+        return Ok(Outcome::Discarded);
+    }
     if file.file.status == FileStatus::Claimed {
         write_file(run, file).await?;
     }
@@ -72,6 +79,18 @@ pub async fn finish(run: &Run<'_>, file: &mut files::Stored) -> Result<Outcome> 
         record_uploaded(run, file).await?;
     }
     Ok(Outcome::Uploaded)
+}
+
+/// Drops a claimed file that holds no order, and gives its name back: a bank is never sent an
+/// empty file, and a day's NACHA file id modifiers are not spent on one.
+async fn discard(run: &Run<'_>, file: &files::Stored) -> Result<()> {
+    let mut batch = WriteBatch::new();
+    batch.push(run.lease.fence());
+    batch.push(crate::store::Write::Delete { kind: files::KIND, scope: run.scope.clone(), id: file.file.id.clone() });
+    batch.push(crate::store::Write::ReleaseUnique { key: files::name_key(&run.connection_id, &file.file.name) });
+    run.store.commit(batch).await?;
+    tracing::info!(connection = %run.connection_id, file = %file.file.id, name = %file.file.name, "bank file held no order: dropped, not sent");
+    Ok(())
 }
 
 /// Writes the spool file and records the file `written`; an ACH file takes its range of trace

@@ -182,37 +182,65 @@ async fn run_leased(run: &Run<'_>, mode: Mode) -> Result<Vec<FileReport>> {
             continue;
         }
         tracing::info!(connection = %run.connection_id, file = %file.file.id, name = %file.file.name, status = file.file.status.as_str(), "finishing an unfinished bank file");
-        reports.push(process(run, &mut file).await?);
+        reports.extend(process(run, &mut file).await?);
     }
     if retries_only {
         return Ok(reports);
     }
+    claim_due_orders(run, &mut reports).await?;
+    if let Mode::Slot(slot) = &mode {
+        // Only a run that got this far has carried the slot: one that died before leaves the
+        // slot to the next run, which claims what it did not.
+        schedule::slot_finished(run, slot).await?;
+    }
+    Ok(reports)
+}
+
+/// New files of the due orders, rail by rail. A rail that fails (a day's NACHA file id
+/// modifiers used up, say) does not hold back the others' orders; the first failure is
+/// returned once every rail had its turn.
+async fn claim_due_orders(run: &Run<'_>, reports: &mut Vec<FileReport>) -> Result<()> {
     let accounts = claim::accounts(run).await?;
     if accounts.is_empty() {
-        return Ok(reports);
+        return Ok(());
     }
+    let mut failed = None;
     for rail in Rail::ALL {
         if !carries(&run.settings, rail) {
             warn_if_waiting(run, rail, &accounts).await?;
             continue;
         }
-        while let Some(mut filled) = claim::fill(run, rail, &accounts).await? {
-            reports.push(process(run, &mut filled.file).await?);
-            if !filled.full {
-                break;
-            }
+        if let Err(err) = claim_rail(run, rail, &accounts, reports).await {
+            tracing::warn!(connection = %run.connection_id, rail = rail.as_str(), error = %err, "a rail's cut-off failed; the other rails go on");
+            failed.get_or_insert(err);
         }
     }
-    Ok(reports)
+    failed.map_or(Ok(()), Err)
 }
 
-async fn process(run: &Run<'_>, file: &mut files::Stored) -> Result<FileReport> {
-    let outcome = finish::finish(run, file).await?;
-    let error = match outcome {
+async fn claim_rail(
+    run: &Run<'_>,
+    rail: Rail,
+    accounts: &[crate::domain::internal_account::InternalAccount],
+    reports: &mut Vec<FileReport>,
+) -> Result<()> {
+    while let Some(mut filled) = claim::fill(run, rail, accounts).await? {
+        reports.extend(process(run, &mut filled.file).await?);
+        if !filled.full {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Takes `file` to uploaded; None when it held no order and was dropped.
+async fn process(run: &Run<'_>, file: &mut files::Stored) -> Result<Option<FileReport>> {
+    let error = match finish::finish(run, file).await? {
         Outcome::Uploaded => None,
         Outcome::UploadFailed(message) => Some(message),
+        Outcome::Discarded => return Ok(None),
     };
-    Ok(FileReport { file: file.file.clone(), error })
+    Ok(Some(FileReport { file: file.file.clone(), error }))
 }
 
 /// Whether the connection's config has the section `rail`'s files need.

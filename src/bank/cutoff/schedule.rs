@@ -17,7 +17,8 @@
 //! Exactly one run per slot across instances: the run takes the connection's lease, then the
 //! slot's unique key (`bank_cutoff_slot/<connection>/<slot>`); only the process that took the
 //! key runs the cut-off, the others only retry due uploads. A run that crashed mid-slot leaves
-//! its files to the next run, which finishes them first.
+//! the slot unfinished: the next run finishes its files first, then claims the orders it did
+//! not.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -63,15 +64,43 @@ pub fn due_slot(settings: &Settings, since: Timestamp, now: Timestamp) -> Result
     Ok(latest.filter(|slot| slot.at > since && slot.at.as_micros() >= now.as_micros() - CATCH_UP_SECS * 1_000_000))
 }
 
-/// Takes the slot's key under the run's lease: true if this run is the one to run it.
+/// Whether this run (under the connection's lease) is to run `slot`'s cut-off: the slot's
+/// first run takes its key and its unfinished key together; a later run runs it again only if
+/// that unfinished key is still held, that is if every earlier run of the slot died before
+/// [`slot_finished`] (a crash mid-cut-off must not leave its orders for the next slot).
 pub async fn take_slot(run: &Run<'_>, slot: &str) -> Result<bool> {
+    let (key, unfinished) = (format!("bank_cutoff_slot/{}/{slot}", run.connection_id), unfinished_key(run, slot));
+    if take_keys(run, &[key, unfinished.clone()]).await? {
+        return Ok(true);
+    }
+    if take_keys(run, std::slice::from_ref(&unfinished)).await? {
+        // It was free: the slot's last run finished. Give it back as it was.
+        slot_finished(run, slot).await?;
+        return Ok(false);
+    }
+    tracing::warn!(connection = %run.connection_id, slot, "the last run of this cut-off did not finish (a crash?): running it again");
+    Ok(true)
+}
+
+/// Marks `slot`'s cut-off as carried: later runs of the slot only retry uploads.
+pub async fn slot_finished(run: &Run<'_>, slot: &str) -> Result<()> {
     let mut batch = WriteBatch::new();
     batch.push(run.lease.fence());
-    batch.push(Write::Unique {
-        key: format!("bank_cutoff_slot/{}/{slot}", run.connection_id),
-        parameter: "slot".into(),
-        message: format!("the cut-off {slot} already ran"),
-    });
+    batch.push(Write::ReleaseUnique { key: unfinished_key(run, slot) });
+    run.store.commit(batch).await
+}
+
+fn unfinished_key(run: &Run<'_>, slot: &str) -> String {
+    format!("bank_cutoff_slot_unfinished/{}/{slot}", run.connection_id)
+}
+
+/// Takes every key of `keys` in one commit under the lease; false if one was taken already.
+async fn take_keys(run: &Run<'_>, keys: &[String]) -> Result<bool> {
+    let mut batch = WriteBatch::new();
+    batch.push(run.lease.fence());
+    for key in keys {
+        batch.push(Write::Unique { key: key.clone(), parameter: "slot".into(), message: format!("{key} is taken") });
+    }
     match run.store.commit(batch).await {
         Ok(()) => Ok(true),
         Err(Error::Invalid { .. }) => Ok(false),
