@@ -1046,6 +1046,11 @@ on_both_stores! {
         let the_return = get(&server, &key, &format!("/api/returns/{return_id}")).await;
         assert!(came_back > left, "the return's reversal is effective at {came_back}, the payout at {left}");
         assert!(came_back >= the_return["created_at"].as_str().unwrap(), "{came_back} vs {the_return}");
+        // Nor is the return's reversal: undoing it would put the returned money back out while
+        // the order says returned (found by the re-audit).
+        let reversal_id = reversal["id"].as_str().unwrap();
+        let (status, body) = json(server.post(&format!("/api/ledger_transactions/{reversal_id}/reversal"), &key, &json!({})).send().await.unwrap()).await;
+        assert_error(status, &body, 422, "parameter_invalid");
         // Only the completed payout is left on the books.
         assert_eq!(amounts(&server, &key, &payable, "").await, (-700, -700, -700));
         // A linked transaction's status cannot be set by hand.

@@ -882,6 +882,20 @@ async fn unlink_reversed(ctx: &Ctx<'_>, batch: &mut WriteBatch, reversal: &Ledge
     Ok(())
 }
 
+/// Whether `txn` is a payment order's own (its payout, or the reversal its return or its bank
+/// reversal wrote), whose effect follows the order (SPEC G7).
+async fn follows_an_order(ctx: &Ctx<'_>, txn: &LedgerTransaction) -> Result<bool> {
+    let reversed = match (txn.ledgerable_type.as_deref(), &txn.reverses_ledger_transaction_id) {
+        (Some("payment_order"), _) => return Ok(true),
+        (Some("return"), Some(reversed)) => reversed,
+        _ => return Ok(false),
+    };
+    Ok(match ctx.store.get(KIND, ctx.scope, reversed).await? {
+        Some(stored) => parse(&stored)?.ledgerable_type.as_deref() == Some("payment_order"),
+        None => false,
+    })
+}
+
 /// Whether `txn` stands reversed: its reversal exists and is not archived. A pending reversal
 /// that was archived reverses nothing, so the transaction may be reversed again.
 async fn stands_reversed(ctx: &Ctx<'_>, txn: &LedgerTransaction) -> Result<bool> {
@@ -914,12 +928,13 @@ pub async fn reverse(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, input: &Rever
         if stands_reversed(ctx, &original).await? {
             return Err(Error::invalid("id", "this ledger transaction was already reversed"));
         }
-        if original.ledgerable_type.as_deref() == Some("payment_order") {
+        if follows_an_order(ctx, &original).await? {
             // Its order's return writes its reversal (G7); one by hand as well would count the
-            // money's return twice, or leave the order's return with nothing to reverse.
+            // money's return twice, or leave the order's return with nothing to reverse. The
+            // return's own reversal is the order's too: undoing it would put the money back out.
             return Err(Error::invalid(
                 "id",
-                "this ledger transaction follows its payment order: it is reversed when the order is returned or reversed, not by hand",
+                "this ledger transaction follows a payment order (its payout, or its return's reversal): it is not reversed by hand",
             ));
         }
         let built = reversal_of(ctx, &original, input).await?;
