@@ -111,11 +111,12 @@ struct ServeArgs {
     /// Reject a reused Idempotency-Key whose method, path or body differ (SPEC I11).
     #[arg(long, env = "PAYRAIL_IDEMPOTENCY_STRICT")]
     idempotency_strict: bool,
-    /// Largest request body accepted, in bytes.
-    #[arg(long, env = "PAYRAIL_BODY_LIMIT_BYTES", default_value_t = 1024 * 1024)]
-    body_limit_bytes: usize,
-    /// Longest a request may run before it is answered 503 and abandoned, in milliseconds.
-    #[arg(long, env = "PAYRAIL_REQUEST_TIMEOUT_MS", default_value_t = 30_000)]
+    /// Largest request body accepted, in bytes (at least 1).
+    #[arg(long, env = "PAYRAIL_BODY_LIMIT_BYTES", default_value_t = 1024 * 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    body_limit_bytes: u32,
+    /// Longest a request may run before it is answered 503 and abandoned, in milliseconds (at
+    /// least 1).
+    #[arg(long, env = "PAYRAIL_REQUEST_TIMEOUT_MS", default_value_t = 30_000, value_parser = clap::value_parser!(u64).range(1..))]
     request_timeout_ms: u64,
     /// Time between the sandbox bank's steps on a sandbox payment order, in milliseconds.
     #[arg(long, env = "PAYRAIL_SANDBOX_STEP_MS", default_value_t = 2_000)]
@@ -150,8 +151,8 @@ struct WebhookArgs {
     /// How often the webhook worker looks for new events and due retries, in milliseconds.
     #[arg(long, env = "PAYRAIL_WEBHOOK_POLL_MS", default_value_t = 250)]
     webhook_poll_ms: u64,
-    /// How long a receiver has to answer, in milliseconds.
-    #[arg(long, env = "PAYRAIL_WEBHOOK_TIMEOUT_MS", default_value_t = 5_000)]
+    /// How long a receiver has to answer, in milliseconds (at least 1).
+    #[arg(long, env = "PAYRAIL_WEBHOOK_TIMEOUT_MS", default_value_t = 5_000, value_parser = clap::value_parser!(u64).range(1..))]
     webhook_timeout_ms: u64,
     /// The first retry waits between half of this and this, in milliseconds; then it doubles.
     #[arg(long, env = "PAYRAIL_WEBHOOK_RETRY_BASE_MS", default_value_t = 5_000)]
@@ -387,7 +388,7 @@ async fn serve(mut config: Config, args: ServeArgs) -> anyhow::Result<()> {
     };
     config.plain_http = args.plain_http;
     config.idempotency_strict = args.idempotency_strict;
-    config.body_limit_bytes = args.body_limit_bytes;
+    config.body_limit_bytes = args.body_limit_bytes as usize;
     config.request_timeout_ms = args.request_timeout_ms;
     config.connections_max = args.connections_max as usize;
     config.connections_per_address_max = args.connections_per_address_max;
@@ -787,6 +788,9 @@ fn print_key_table(all: &[ApiKey], clock: &SystemClock) {
         };
         let mode = if key.live_mode { "live" } else { "sandbox" };
         let expires = key.expires_at.map(|t| t.to_string()).unwrap_or_else(|| "-".into());
-        println!("{:<36}  {mode:<8}  {state:<8}  {:<16}  {expires:<27}  {}", key.id, key.organization_id, key.name);
+        // A name an older release stored with a control character (a newline) stays on its row.
+        let name: String =
+            key.name.chars().flat_map(|c| if c.is_control() { c.escape_default().collect::<Vec<_>>() } else { vec![c] }).collect();
+        println!("{:<36}  {mode:<8}  {state:<8}  {:<16}  {expires:<27}  {name}", key.id, key.organization_id);
     }
 }

@@ -626,3 +626,28 @@ fn s2_a_refused_database_login_names_postgresql_s_reason() {
     assert!(!run.status.success(), "migrate must fail: {}", run.stderr);
     assert!(run.stderr.contains("role \"payrail_no_such_role\" does not exist"), "PostgreSQL's own reason is shown: {}", run.stderr);
 }
+
+/// Found by the hostile audit: `serve --connections-max 0` started and then served nobody.
+/// Limits that would leave nothing to serve are refused before anything starts.
+#[test]
+fn k1_limits_that_would_serve_nothing_are_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    for flag in ["--connections-max", "--body-limit-bytes", "--request-timeout-ms", "--webhook-timeout-ms"] {
+        let run = payrail(dir.path(), &["serve", flag, "0", "--listen", "127.0.0.1:0"]);
+        assert!(!run.status.success(), "{flag} 0 was accepted: {}", run.stderr);
+        assert!(run.stderr.contains(flag), "the refusal names {flag}: {}", run.stderr);
+    }
+}
+
+/// Found by the re-audit: a key name an older release stored with a newline still split its
+/// row of `keys list`; it is shown escaped, on its row.
+#[test]
+fn k2_a_stored_name_with_a_newline_stays_on_its_row_of_keys_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let (id, _) = create_key(dir.path(), &[]);
+    let db = rusqlite::Connection::open(dir.path().join("payrail.db")).unwrap();
+    db.execute("UPDATE api_keys SET name = ?1 WHERE id = ?2", ["old\nname", id.as_str()]).unwrap();
+    let run = payrail(dir.path(), &["keys", "list"]).ok("keys list");
+    let row = run.stdout.lines().find(|line| line.contains(&id)).expect("the key's row");
+    assert!(row.ends_with("old\\nname"), "{}", run.stdout);
+}
