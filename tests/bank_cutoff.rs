@@ -539,15 +539,11 @@ on_both_stores! {
 /// uploaded empty, spending one of the day's 36 NACHA file id modifiers. It is dropped instead.
 #[tokio::test]
 async fn b2_a_file_that_holds_no_order_is_dropped_not_sent() {
-    use payrail::bank::cutoff::files::{self, FileStatus};
+    use payrail::bank::cutoff::files::FileStatus;
     let server = TestServer::start().await;
     let live = live(&server, "acme").await;
-    order(&server, &live, json!({"type": "ach", "amount": 100, "direction": "credit", "receiving_account": ach_receiving("Jane Doe")})).await;
-    let run = cutoff(&server, &live.connection).await;
-    assert!(run.status.success(), "{}\n{}", text(&run.stdout), text(&run.stderr));
     // A recorded, claimed file that no order made it into, as a killed run leaves it.
-    let scope = live_scope("acme");
-    let mut empty = files::of_connection(server.store.as_ref(), &scope, &live.connection).await.unwrap().remove(0);
+    let mut empty = one_ach_file_sent(&server, &live).await;
     empty.file.id = payrail::domain::id::Id::generate().to_string();
     empty.file.name = empty.file.name.replace("-A-", "-B-");
     (empty.file.status, empty.file.order_count, empty.file.credit_total, empty.file.groups) = (FileStatus::Claimed, 0, 0, Vec::new());
@@ -570,15 +566,10 @@ on_both_stores! {
 /// saying why; the other rails go out.
 #[tokio::test]
 async fn b2_a_rail_that_cannot_make_a_file_holds_back_no_other_rail() {
-    use payrail::bank::cutoff::files;
     let server = TestServer::start().await;
     let live = live(&server, "acme").await;
-    order(&server, &live, json!({"type": "ach", "amount": 100, "direction": "credit", "receiving_account": ach_receiving("Jane Doe")})).await;
-    let run = cutoff(&server, &live.connection).await;
-    assert!(run.status.success(), "{}\n{}", text(&run.stdout), text(&run.stderr));
     // 35 more ACH files of the same day (records only): the day's modifiers are used up.
-    let scope = live_scope("acme");
-    let first = files::of_connection(server.store.as_ref(), &scope, &live.connection).await.unwrap().remove(0);
+    let first = one_ach_file_sent(&server, &live).await;
     let mut batch = WriteBatch::new();
     for n in 0..35 {
         let mut copy = first.clone();
@@ -595,4 +586,13 @@ async fn b2_a_rail_that_cannot_make_a_file_holds_back_no_other_rail() {
     assert_eq!(get_order(&server, &live, wire["id"].as_str().unwrap()).await["status"], "sent", "the wire went out");
     assert_eq!(get_order(&server, &live, ach["id"].as_str().unwrap()).await["status"], "approved", "the ACH order waits");
 }
+}
+
+/// An ACH order of `live` sent by a cut-off: the stored record of its file.
+async fn one_ach_file_sent(server: &TestServer, live: &Live) -> payrail::bank::cutoff::files::Stored {
+    order(server, live, json!({"type": "ach", "amount": 100, "direction": "credit", "receiving_account": ach_receiving("Jane Doe")})).await;
+    let run = cutoff(server, &live.connection).await;
+    assert!(run.status.success(), "{}\n{}", text(&run.stdout), text(&run.stderr));
+    let files = payrail::bank::cutoff::files::of_connection(server.store.as_ref(), &live_scope("acme"), &live.connection).await.unwrap();
+    files.into_iter().next().expect("the cut-off's file")
 }
