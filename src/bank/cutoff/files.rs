@@ -221,12 +221,12 @@ pub async fn part(store: &dyn Store, scope: &Scope, file: &BankFile, group: usiz
     serde_json::from_str(&stored.doc).map_err(|e| Error::internal(format!("stored bank file part {id}: {e}")))
 }
 
-/// How many files the connection made for `rail` on `day`.
 /// The unique key that keeps two files of one connection from sharing a name.
 pub fn name_key(connection_id: &str, name: &str) -> String {
     format!("bank_file_name/{connection_id}/{name}")
 }
 
+/// How many files the connection made for `rail` on `day`.
 pub async fn count_of_day(store: &dyn Store, scope: &Scope, day_key: &str) -> Result<usize> {
     let query = ListQuery {
         kind: KIND,

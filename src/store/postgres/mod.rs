@@ -264,10 +264,6 @@ async fn roll_back<T>(db: &Db, client: deadpool_postgres::Object, err: Error) ->
     }
 }
 
-/// The per-database secret keys are hashed under, stored sealed; made by the first instance.
-/// A plain pepper left by an older release is sealed in place by a compare-and-set, so
-/// instances starting together cannot clash: one update wins, the others change nothing (and
-/// all hold the same pepper either way).
 /// Fails, before any migration runs, when the master key ring cannot open the pepper the
 /// database holds (the wrong `--master-key-file`, or none and a fresh key made in the data
 /// directory): such an instance cannot serve, and a migration that raised the storage layout
@@ -284,6 +280,10 @@ async fn refuse_a_foreign_master_key(client: &tokio_postgres::Client, secrets: &
     Ok(())
 }
 
+/// The per-database secret keys are hashed under, stored sealed; made by the first instance.
+/// A plain pepper left by an older release is sealed in place by a compare-and-set, so
+/// instances starting together cannot clash: one update wins, the others change nothing (and
+/// all hold the same pepper either way).
 async fn load_pepper(client: &tokio_postgres::Client, secrets: &SecretBox) -> anyhow::Result<Vec<u8>> {
     let mut fresh = [0u8; 32];
     rand::rng().fill_bytes(&mut fresh);

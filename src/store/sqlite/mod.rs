@@ -194,9 +194,6 @@ fn open_reader(path: &Path) -> anyhow::Result<Connection> {
     Ok(conn)
 }
 
-/// The per-database secret keys are hashed under; made once, by whichever process comes first,
-/// and stored sealed. A plain pepper left by an older release is sealed in place; the update
-/// only applies if the value is still the plain one, so racing processes cannot clash.
 /// Fails, before any migration runs, when the master key ring cannot open the pepper the
 /// database holds (as on PostgreSQL: a migration must not change a database this instance
 /// cannot serve).
@@ -214,6 +211,9 @@ fn refuse_a_foreign_master_key(conn: &Connection, secrets: &SecretBox) -> anyhow
     Ok(())
 }
 
+/// The per-database secret keys are hashed under; made once, by whichever process comes first,
+/// and stored sealed. A plain pepper left by an older release is sealed in place; the update
+/// only applies if the value is still the plain one, so racing processes cannot clash.
 fn load_pepper(conn: &Connection, secrets: &SecretBox) -> anyhow::Result<Vec<u8>> {
     let mut fresh = [0u8; 32];
     rand::rng().fill_bytes(&mut fresh);
