@@ -309,6 +309,20 @@ pub enum Filter {
 }
 
 impl Filter {
+    /// Whether a value the filter names holds a NUL (see [`Filter::without_nul`]).
+    pub fn names_a_nul(&self) -> bool {
+        let nul = |s: &String| s.contains('\0');
+        match self {
+            Filter::Eq { name, value } | Filter::AtLeast { name, value } | Filter::AtMost { name, value } => nul(name) || nul(value),
+            Filter::Contains { name, needle } => nul(name) || nul(needle),
+            Filter::Parent(id) | Filter::SettledBy { settlement_id: id, .. } => nul(id),
+            Filter::Posting { filter, .. } => filter.account_id.as_ref().is_some_and(nul),
+            Filter::IdIn(values) => values.iter().any(nul),
+            Filter::AnyOf { name, values } | Filter::Keys { name, values } => nul(name) || values.iter().any(nul),
+            Filter::CreatedFrom(_) | Filter::CreatedTo(_) => false,
+        }
+    }
+
     /// The filter without the values that hold a NUL, which no stored text does (PostgreSQL's
     /// text refuses one outright), or None when it can then match nothing.
     pub fn without_nul(self) -> Option<Filter> {
@@ -538,6 +552,7 @@ mod tests {
         assert!(Filter::Parent("p\0".into()).without_nul().is_none());
         let ids = Filter::IdIn(vec!["x\0".into(), "y".into()]).without_nul();
         assert!(matches!(ids, Some(Filter::IdIn(ids)) if ids == ["y"]));
+        assert!(Filter::IdIn(vec!["x\0".into()]).names_a_nul() && !eq("ab").names_a_nul());
         let keys = Filter::Keys { name: "trace".into(), values: vec!["\0".into()] }.without_nul();
         assert!(matches!(keys, Some(Filter::Keys { values, .. }) if values.is_empty()), "an empty list matches nothing");
     }

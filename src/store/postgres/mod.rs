@@ -462,10 +462,16 @@ impl Store for PostgresStore {
     }
 
     async fn list(&self, query: &ListQuery) -> Result<Page> {
-        let Some(filters) = query.filters.iter().cloned().map(Filter::without_nul).collect::<Option<Vec<_>>>() else {
-            return Ok(Page { items: Vec::new(), next_seq: None }); // a value no stored text holds
+        let cleaned;
+        let query = if query.filters.iter().any(Filter::names_a_nul) {
+            let Some(filters) = query.filters.iter().cloned().map(Filter::without_nul).collect::<Option<Vec<_>>>() else {
+                return Ok(Page { items: Vec::new(), next_seq: None }); // a value no stored text holds
+            };
+            cleaned = ListQuery { kind: query.kind, scope: query.scope.clone(), filters, after_seq: query.after_seq, limit: query.limit };
+            &cleaned
+        } else {
+            query
         };
-        let query = &ListQuery { filters, ..query.clone() };
         let (sql, args) = list_sql(query);
         let params: Vec<&(dyn ToSql + Sync)> = args.iter().map(|a| a.as_ref() as &(dyn ToSql + Sync)).collect();
         let rows = self.query(&sql, &params).await?;
