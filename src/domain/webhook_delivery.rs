@@ -282,14 +282,15 @@ pub async fn claim(store: &dyn Store, endpoint_id: &str, now: Timestamp, lease_m
         batch.push(Write::Replace { record: stored.record(&scope)?, expected_version: object.version });
         leased.push((scope, object.version + 1, stored));
     }
-    // The events are read together (PostgreSQL answers concurrent reads in one round trip).
-    let bodies = try_join_all(leased.iter().map(|(scope, _, stored)| body_of(store, scope, stored))).await?;
-    let claimed = leased.into_iter().zip(bodies).map(|((scope, version, stored), body)| ClaimedDelivery { scope, version, stored, body });
     match store.commit(batch).await {
-        Ok(()) => Ok(claimed.collect()),
-        Err(Error::Conflict { .. } | Error::NotFound { .. }) => Ok(Vec::new()),
-        Err(err) => Err(err),
+        Ok(()) => {}
+        Err(Error::Conflict { .. } | Error::NotFound { .. }) => return Ok(Vec::new()),
+        Err(err) => return Err(err),
     }
+    // Only a claim that won reads its events, together (PostgreSQL answers concurrent reads in
+    // one round trip). Should a read fail, the leases run out and the deliveries are due again.
+    let bodies = try_join_all(leased.iter().map(|(scope, _, stored)| body_of(store, scope, stored))).await?;
+    Ok(leased.into_iter().zip(bodies).map(|((scope, version, stored), body)| ClaimedDelivery { scope, version, stored, body }).collect())
 }
 
 /// Why an attempt failed: all that is stored, listed and logged at info level (SPEC W5). No
