@@ -788,9 +788,21 @@ fn print_key_table(all: &[ApiKey], clock: &SystemClock) {
         };
         let mode = if key.live_mode { "live" } else { "sandbox" };
         let expires = key.expires_at.map(|t| t.to_string()).unwrap_or_else(|| "-".into());
-        // A name an older release stored with a control character (a newline) stays on its row.
-        let name: String =
-            key.name.chars().flat_map(|c| if c.is_control() { c.escape_default().collect::<Vec<_>>() } else { vec![c] }).collect();
+        let name = on_one_line(&key.name);
         println!("{:<36}  {mode:<8}  {state:<8}  {:<16}  {expires:<27}  {name}", key.id, key.organization_id);
     }
+}
+
+/// `text` with its control characters escaped: a name an older release stored with a newline
+/// stays on its row.
+fn on_one_line(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }

@@ -72,10 +72,9 @@ impl<S: Send + Sync> FromRequestParts<S> for PathPair {
     type Rejection = Error;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let Path((id, other)) = Path::<(String, String)>::from_request_parts(parts, state)
-            .await
-            .map_err(|_| Error::NotFound { message: "resource not found".into() })?;
-        Ok(PathPair(crate::http::extract::path_id(id)?, crate::http::extract::path_id(other)?))
+        use crate::http::extract::{path_id, path_not_found};
+        let Path((id, other)) = Path::<(String, String)>::from_request_parts(parts, state).await.map_err(|_| path_not_found())?;
+        Ok(PathPair(path_id(id)?, path_id(other)?))
     }
 }
 

@@ -236,7 +236,8 @@ impl<S: Send + Sync> FromRequestParts<S> for PathId {
     }
 }
 
-fn path_not_found() -> Error {
+/// What a path that names nothing answers.
+pub fn path_not_found() -> Error {
     Error::NotFound { message: "resource not found".into() }
 }
 
