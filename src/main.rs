@@ -203,10 +203,10 @@ enum MasterKeyCommand {
     /// Put a fresh key at the head of the master key file: new secrets are sealed under it,
     /// older ones still open. Then run `rewrap`.
     Rotate,
-    /// Re-seal every stored secret (webhook secrets, the API key pepper) under the newest key.
+    /// Re-seal every stored secret (webhook secrets, the API key pepper, stored replies that
+    /// carry a secret) under the newest key.
     Rewrap,
-    /// Re-seal, then drop every key but the newest from the file (wait 24 h after `rotate`:
-    /// stored idempotent replies sealed before it need the old key until they expire).
+    /// Re-seal, then drop every key but the newest from the file.
     Retire,
 }
 
@@ -519,13 +519,22 @@ async fn run_master_key(config: &Config, command: MasterKeyCommand) -> anyhow::R
 async fn rewrap(store: &dyn payrail::store::Store, secrets: &SecretBox) -> anyhow::Result<()> {
     let hooks = payrail::domain::webhook::rewrap_secrets(store, secrets, false).await?;
     let pepper = keys::rewrap_pepper(store, secrets).await?;
+    let replies = keys::rewrap_replies(store, secrets, payrail::domain::time::Clock::now(&SystemClock)).await?;
     println!(
-        "re-sealed {} of {} webhook secrets and {} API key pepper under master key {}",
+        "re-sealed {} of {} webhook secrets, {} API key pepper and {} of {} stored replies holding a secret under master key {}",
         hooks.resealed,
         hooks.total,
         if pepper { "the" } else { "not the (already current)" },
+        replies.resealed,
+        replies.resealed + replies.current + replies.unreadable,
         secrets.newest_id()
     );
+    if replies.unreadable > 0 {
+        eprintln!(
+            "warning: {} stored replies are sealed under a master key the file no longer holds; their replays answer 500 until they expire",
+            replies.unreadable
+        );
+    }
     Ok(())
 }
 

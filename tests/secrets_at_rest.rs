@@ -432,13 +432,22 @@ async fn s4_rotation_beside_a_running_server_keeps_keys_webhooks_and_replays_wor
             assert!(!output.contains(line), "a key was printed: {output}");
         }
     }
-    assert!(rewrapped.contains("re-sealed"), "{rewrapped}");
+    assert!(rewrapped.contains("re-sealed") && rewrapped.contains("1 of 1 stored replies"), "hook-1's reply is re-sealed: {rewrapped}");
     // The running server reads the rotated file when it meets the new key.
     let (status, _) = json(server.get("/api/ping", &key).send().await.unwrap()).await;
     assert_eq!(status, 200, "keys still authenticate");
     assert_signed_delivery(&server, &key, &receiver, &secret, "During Rotation").await;
     assert_replay(&server, &key, &receiver.url(), "hook-1", &created).await;
     let (created_2, secret_2) = create_endpoint(&server, &key, &format!("{}?2", receiver.url()), "hook-2").await;
+    // Retiring the old key at once, beside the server that sealed hook-1's reply under it: the
+    // rewrap re-sealed that stored reply, and the server never kept the old one in memory, so
+    // its replay still opens (I4).
+    let retired = run(&["master-key", "retire"], server.dir.path(), Some(&key_file));
+    assert!(retired.contains("0 of 2 stored replies"), "both replies are under the newest key: {retired}");
+    // A seal makes the server read the retired file, so it no longer holds the old key.
+    create_endpoint(&server, &key, &format!("{}?3", receiver.url()), "hook-3").await;
+    assert_replay(&server, &key, &receiver.url(), "hook-1", &created).await;
+    assert_replay(&server, &key, &format!("{}?2", receiver.url()), "hook-2", &created_2).await;
     let root = server.stop().await;
 
     let again = run(&["master-key", "rewrap"], root.path(), Some(&key_file));
@@ -452,12 +461,12 @@ async fn s4_rotation_beside_a_running_server_keeps_keys_webhooks_and_replays_wor
     receiver.wait_signed("After Rotation", &secret_2).await;
     let root = server.stop().await;
 
-    // Retiring the old key (after the reply lifetime, in production): the secrets, the pepper
-    // and the replies sealed after the rotation still open.
+    // Retiring again with the server stopped: the secrets, the pepper and every reply still open.
     run(&["master-key", "retire"], root.path(), Some(&key_file));
     let server = start(root, with_key).await;
     let (status, _) = json(server.get("/api/ping", &key).send().await.unwrap()).await;
     assert_eq!(status, 200, "keys still authenticate after the retirement");
+    assert_replay(&server, &key, &receiver.url(), "hook-1", &created).await;
     assert_replay(&server, &key, &format!("{}?2", receiver.url()), "hook-2", &created_2).await;
     assert_signed_delivery(&server, &key, &receiver, &secret, "After Retire").await;
     server.stop().await;

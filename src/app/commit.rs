@@ -108,8 +108,4 @@ impl Commit for Committer<'_> {
     }
 }
 
-/// What a sealed stored reply is bound to: the idempotency key's scope and the key, so a sealed
-/// body moved to another key's row does not open.
-pub fn reply_purpose(api_key_id: &str, key: &str) -> String {
-    format!("idempotency_reply:{api_key_id}:{key}")
-}
+pub use crate::base::secret_box::reply_purpose;

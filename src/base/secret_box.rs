@@ -251,6 +251,12 @@ impl SecretBox {
 pub const PEPPER_SETTING: &str = "key_pepper";
 pub const PEPPER_PURPOSE: &str = "settings:key_pepper";
 
+/// What a sealed stored reply is bound to: the idempotency key's scope and the key, so a sealed
+/// body moved to another key's row does not open.
+pub fn reply_purpose(api_key_id: &str, key: &str) -> String {
+    format!("idempotency_reply:{api_key_id}:{key}")
+}
+
 /// The API key pepper from its stored value, and, when an older release stored it plain, the
 /// sealed value to store in its place.
 pub fn open_pepper(secrets: &SecretBox, stored: &[u8]) -> Result<(Vec<u8>, Option<Vec<u8>>), SecretError> {

@@ -6,7 +6,7 @@
 
 use super::api_key::{ApiKey, Mode, SecretKey, validate_org_id};
 use super::secret_box::{self, SecretBox};
-use super::time::Clock;
+use super::time::{Clock, Timestamp};
 use crate::error::{Error, Result};
 use crate::store::{Store, Write, WriteBatch};
 
@@ -103,6 +103,38 @@ pub async fn rewrap_pepper(store: &dyn Store, secrets: &SecretBox) -> Result<boo
     let (pepper, _) = secret_box::open_pepper(secrets, &stored).map_err(|e| Error::internal(e.to_string()))?;
     let sealed = secrets.seal(&pepper, secret_box::PEPPER_PURPOSE);
     store.replace_setting(secret_box::PEPPER_SETTING, &stored, &sealed).await
+}
+
+/// What [`rewrap_replies`] did: re-sealed, already under the newest key, and sealed under a key
+/// the ring no longer holds (their replays answer 500 whatever this does).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct RewrappedReplies {
+    pub resealed: usize,
+    pub current: usize,
+    pub unreadable: usize,
+}
+
+/// Re-seals the unexpired stored replies that carry a secret (S4) under the newest master key,
+/// so that retiring the older keys never leaves a replay that cannot be opened (I4). Each is a
+/// compare-and-set: a reply purged or re-sealed meanwhile is left as it is.
+pub async fn rewrap_replies(store: &dyn Store, secrets: &SecretBox, now: Timestamp) -> Result<RewrappedReplies> {
+    let mut done = RewrappedReplies::default();
+    for reply in store.sealed_replies(now).await? {
+        if secrets.is_current(&reply.body) {
+            done.current += 1;
+            continue;
+        }
+        let purpose = secret_box::reply_purpose(&reply.api_key_id, &reply.key);
+        let Ok(plain) = secrets.open(&reply.body, &purpose) else {
+            done.unreadable += 1;
+            continue;
+        };
+        let fresh = secrets.seal(&plain, &purpose);
+        if store.replace_reply_body(&reply.api_key_id, &reply.key, &reply.body, &fresh).await? {
+            done.resealed += 1;
+        }
+    }
+    Ok(done)
 }
 
 #[cfg(test)]

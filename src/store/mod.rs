@@ -487,6 +487,14 @@ pub trait Store: Send + Sync + 'static {
     /// Deletes up to `batch_max` replies that expired before `now`; returns how many (I10).
     async fn purge_replies(&self, now: Timestamp, batch_max: usize) -> Result<usize>;
 
+    /// The unexpired replies whose body is sealed (they carry a secret, S4): what a master key
+    /// rewrap re-seals, so that retiring the old key never breaks a replay. They are few (a
+    /// webhook endpoint's creation), and this is an operator's command, so a scan is fine.
+    async fn sealed_replies(&self, now: Timestamp) -> Result<Vec<StoredReply>>;
+
+    /// Replaces a stored reply's body if it is still `old` (compare-and-set); false if it was not.
+    async fn replace_reply_body(&self, api_key_id: &str, key: &str, old: &[u8], new: &[u8]) -> Result<bool>;
+
     /// The outbox read (SPEC E4, W2): objects of [`OUTBOX_KIND`] in `scope` past position `after`,
     /// oldest first, at most `limit`, each with its position. Positions are opaque, store-defined
     /// and increasing; the caller only keeps the last one as its cursor.

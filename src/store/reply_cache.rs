@@ -6,6 +6,11 @@
 //! decides. Entries are added when this process commits a reply (write-through), never from
 //! reads: the cache holds what clients of this process are likely to retry, and lookups of
 //! anything else measure the database. Bounded by count and by bytes, oldest out first.
+//!
+//! A sealed reply (one carrying a secret, S4) is the exception to "never changes": a master key
+//! rewrap re-seals it, and the key it was sealed under may then be retired. So sealed replies
+//! are never cached; they are rare (a webhook endpoint's creation), and the database always holds
+//! them under a key the ring still has.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -40,7 +45,7 @@ impl ReplyCache {
     /// Remembers replies that have just been committed.
     pub fn insert_committed<'a>(&self, replies: impl IntoIterator<Item = &'a StoredReply>) {
         let mut inner = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        for reply in replies {
+        for reply in replies.into_iter().filter(|r| !crate::base::secret_box::is_sealed(&r.body)) {
             let slot = (reply.api_key_id.clone(), reply.key.clone());
             inner.bytes += reply.body.len();
             if let Some(old) = inner.by_key.insert(slot.clone(), reply.clone()) {

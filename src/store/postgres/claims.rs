@@ -236,7 +236,7 @@ async fn release(client: &Object, requests: &[&Request]) {
 }
 
 /// A stored reply from a row whose columns 2 to 7 are the reply's.
-fn reply_from(api_key_id: &str, key: &str, row: &Row) -> StoredReply {
+pub(super) fn reply_from(api_key_id: &str, key: &str, row: &Row) -> StoredReply {
     let fingerprint: Vec<u8> = row.get(5);
     StoredReply {
         api_key_id: api_key_id.to_owned(),

@@ -619,6 +619,27 @@ impl Store for PostgresStore {
         Ok(changed.first() == Some(&1))
     }
 
+    async fn sealed_replies(&self, now: Timestamp) -> Result<Vec<StoredReply>> {
+        let rows = self
+            .query(
+                "SELECT api_key_id, key, status, content_type, body, fingerprint, created_at, expires_at FROM idempotency_replies
+                 WHERE expires_at > $1 AND substring(body FROM 1 FOR $2) = $3",
+                &[&now.as_micros(), &(secret_box::MAGIC.len() as i32), &secret_box::MAGIC.as_slice()],
+            )
+            .await?;
+        Ok(rows.iter().map(|row| claims::reply_from(&row.get::<_, String>(0), &row.get::<_, String>(1), row)).collect())
+    }
+
+    async fn replace_reply_body(&self, api_key_id: &str, key: &str, old: &[u8], new: &[u8]) -> Result<bool> {
+        let changed = self
+            .execute_all(&[(
+                "UPDATE idempotency_replies SET body = $1 WHERE api_key_id = $2 AND key = $3 AND body = $4",
+                &[&new, &api_key_id, &key, &old],
+            )])
+            .await?;
+        Ok(changed.first() == Some(&1))
+    }
+
     async fn purge_replies(&self, now: Timestamp, batch_max: usize) -> Result<usize> {
         // Expired claims of vanished owners go too, and instances gone for an hour; they are
         // harmless but need not linger.

@@ -647,6 +647,24 @@ impl Store for SqliteStore {
         .map_err(row_err)
     }
 
+    async fn sealed_replies(&self, now: Timestamp) -> Result<Vec<StoredReply>> {
+        self.read(|conn| reply_slots::starting_with(conn, secret_box::MAGIC, now))
+    }
+
+    async fn replace_reply_body(&self, api_key_id: &str, key: &str, old: &[u8], new: &[u8]) -> Result<bool> {
+        // Rare (a master key rewrap), as replace_setting.
+        let path = self.path.clone();
+        let (api_key_id, key, old, new) = (api_key_id.to_owned(), key.to_owned(), old.to_vec(), new.to_vec());
+        tokio::task::spawn_blocking(move || -> rusqlite::Result<bool> {
+            let conn = Connection::open(&path)?;
+            configure(&conn)?;
+            reply_slots::replace_body(&conn, &api_key_id, &key, &old, &new)
+        })
+        .await
+        .map_err(|e| backend_error("sqlite", e))?
+        .map_err(row_err)
+    }
+
     async fn purge_replies(&self, now: Timestamp, batch_max: usize) -> Result<usize> {
         // Through the writer, so the purge shares commits with requests instead of fighting them.
         let expired: Vec<(String, String)> = self.read(|conn| {

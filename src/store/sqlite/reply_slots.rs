@@ -99,6 +99,28 @@ pub fn find(conn: &Connection, api_key_id: &str, key: &str, now: Timestamp) -> r
     .optional()
 }
 
+/// The unexpired replies whose body starts with `prefix` (the sealed ones: a scan, for an
+/// operator's command).
+pub fn starting_with(conn: &Connection, prefix: &[u8], now: Timestamp) -> rusqlite::Result<Vec<StoredReply>> {
+    let mut st = conn.prepare(
+        "SELECT api_key_id, key, status, content_type, body, fingerprint, created_at, expires_at FROM idempotency_replies
+         WHERE expires_at > ?1 AND substr(body, 1, ?2) = ?3",
+    )?;
+    let rows =
+        st.query_map(params![now.as_micros(), prefix.len() as i64, prefix], |row| reply_from_row(row.get(0)?, row.get(1)?, row, 2))?;
+    rows.collect()
+}
+
+/// Replaces the key's reply body if it is still `old`; false if it was not.
+pub fn replace_body(conn: &Connection, api_key_id: &str, key: &str, old: &[u8], new: &[u8]) -> rusqlite::Result<bool> {
+    let first = window(api_key_id, key);
+    let changed = conn.execute(
+        "UPDATE idempotency_replies SET body = ?1 WHERE id BETWEEN ?2 AND ?3 AND api_key_id = ?4 AND key = ?5 AND body = ?6",
+        params![new, first, first + WINDOW - 1, api_key_id, key, old],
+    )?;
+    Ok(changed == 1)
+}
+
 /// A reply from six columns from `at` on: status, content_type, body, fingerprint, created_at,
 /// expires_at.
 fn reply_from_row(api_key_id: String, key: String, row: &Row<'_>, at: usize) -> rusqlite::Result<StoredReply> {
