@@ -897,3 +897,68 @@ on_both_stores! {
         assert_eq!(ret["additional_information"], "PAYEE DECEASED PER SSA");
     }
 }
+
+on_both_stores! {
+    /// B5: a client editing the expected payments a statement reconciles, while the file is
+    /// applied, makes the file's commit a conflict; the file is staged again from the new state
+    /// and applied whole by the same reader (it exits 0), each payment reconciled once. (A
+    /// client editing them faster than the file can be staged holds it back to a later poll:
+    /// optimistic versions, retried a bounded number of times.)
+    #[tokio::test]
+    async fn b5_a_statement_applies_whole_while_clients_edit_what_it_reconciles() {
+        use payrail::domain::bank_answer::EntryDirection::Credit;
+        let server = quiet_server().await;
+        let live = live(&server, "acme").await;
+        let number = account_number(&server, &live).await;
+        let expected = 150;
+        let mut ids = Vec::new();
+        for i in 0..expected {
+            let body = json!({"amount_lower_bound": 1_000 + i, "amount_upper_bound": 1_000 + i, "direction": "credit",
+                "currency": "USD", "internal_account_id": live.account});
+            let (status, made) = json(server.post("/api/expected_payments", &live.key, &body).send().await.unwrap()).await;
+            assert_eq!(status, 201, "{made}");
+            ids.push(made["id"].as_str().unwrap().to_owned());
+        }
+        let day = time::OffsetDateTime::now_utc().date().to_string();
+        let file = statement_of(&number, (0..expected).map(|i| unnamed(&number, 1_000 + i, Credit, &day)).collect());
+        drop_file(&live, "statement-1.xml", &file);
+
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // One client editing the expected payments in turn, about ten edits a second for two
+        // seconds: a reader's retries either fit between two edits or outlast them.
+        let editor = {
+            let (client, base, key, ids, stop) = (server.client.clone(), server.url(""), live.key.clone(), ids.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut edits = 0usize;
+                for id in ids.iter().take(20) {
+                    if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        break;
+                    }
+                    let url = format!("{base}/api/expected_payments/{id}");
+                    let body = json!({"description": format!("edit {edits}")});
+                    let response = client.patch(url).basic_auth("x-api-key", Some(&key.secret)).json(&body).send().await;
+                    edits += usize::from(response.is_ok_and(|r| r.status().is_success()));
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+                edits
+            })
+        };
+        // The reader runs off the test's thread, so the editors and the server keep running.
+        let reader = common::cli_command(&server, &["bank", "inbound", &live.connection]).await;
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        let output = tokio::task::spawn_blocking(move || { reader }.output().unwrap()).await.unwrap();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let printed = text(&output.stdout);
+        assert!(output.status.success(), "bank inbound: {printed}\n{}", text(&output.stderr));
+        assert!(editor.await.unwrap() > 0);
+        assert!(printed.contains(&format!("transactions={expected}")), "{printed}");
+
+        let all = transactions(&server, &live).await;
+        assert_eq!(all.len(), expected as usize, "every entry once");
+        assert!(all.iter().all(|t| t["reconciled"] == true), "every booking reconciled its expected payment");
+        for id in &ids {
+            let payment = get_json(&server, &live, &format!("/api/expected_payments/{id}")).await;
+            assert_eq!(payment["status"], "reconciled", "{payment}");
+        }
+    }
+}

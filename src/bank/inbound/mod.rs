@@ -148,10 +148,27 @@ async fn receive(
     let ctx = Ctx { store, rails: None, secrets, scope, now };
     let mut file = new_record(registered, &remote.name, &sha256, &bytes, InboundStatus::Applied, now);
     file.format = Some(answers.format.as_str().to_owned());
-    let mut batch = WriteBatch::new();
-    batch.push(lease.fence());
-    file.effects = match apply::stage(&ctx, &mut batch, connection_id, &answers).await {
-        Ok(effects) => effects,
+    // A client's edit of an object the file changes (a PATCH of an expected payment it
+    // reconciles) makes the commit a conflict, which nothing committed: the file is staged again
+    // from the new state, as a request would be, rather than held back to the next poll.
+    let applied = crate::domain::retry_on_conflict(|| async {
+        let mut batch = WriteBatch::new();
+        batch.push(lease.fence());
+        let effects = apply::stage(&ctx, &mut batch, connection_id, &answers).await?;
+        let mut file = file.clone();
+        file.effects = effects;
+        for write in file.writes(scope, &bytes)? {
+            batch.push(write);
+        }
+        batch.push(Write::Insert(event::record(scope, record::KIND, "applied", &file.id, &file.to_json()?, now)?));
+        Ok((commit_once(store, batch).await?, file.effects))
+    })
+    .await;
+    let already_applied = match applied {
+        Ok((already_applied, effects)) => {
+            file.effects = effects;
+            already_applied
+        }
         // The file reads, but the domain refuses an answer in it (none that reads is known to
         // reach this today: a guard): applying part of it would break "all or none", and
         // retrying cannot change it, so it is set aside like a file that cannot be read.
@@ -161,11 +178,6 @@ async fn receive(
         }
         Err(err) => return Err(err.into()),
     };
-    for write in file.writes(scope, &bytes)? {
-        batch.push(write);
-    }
-    batch.push(Write::Insert(event::record(scope, record::KIND, "applied", &file.id, &file.to_json()?, now)?));
-    let already_applied = commit_once(store, batch).await?;
     transport.remove(&remote.name).await?;
     Ok(Received {
         name: remote.name.clone(),
@@ -179,11 +191,11 @@ async fn receive(
 
 /// Commits a file's batch; `true` when its content key was taken meanwhile (another process
 /// applied the same bytes first, so this one changes nothing).
-async fn commit_once(store: &dyn Store, batch: WriteBatch) -> anyhow::Result<bool> {
+async fn commit_once(store: &dyn Store, batch: WriteBatch) -> crate::error::Result<bool> {
     match store.commit(batch).await {
         Ok(()) => Ok(false),
         Err(Error::Invalid { parameter, .. }) if parameter == record::UNIQUE_PARAMETER => Ok(true),
-        Err(err) => Err(err.into()),
+        Err(err) => Err(err),
     }
 }
 
