@@ -301,6 +301,38 @@ async fn i5_dropped_upload_frees_key() {
 }
 
 on_both_stores! {
+/// I5: a request dropped while its key is being claimed (its client hung up) leaves the key
+/// free: the claim it was waiting for is given back when nobody is left to receive it, instead
+/// of holding the key (409 to every retry) for the claim's lease.
+#[tokio::test]
+async fn i5_a_claim_whose_request_was_dropped_leaves_the_key_free() {
+    use payrail::store::Claim;
+    let server = TestServer::start().await;
+    let store = server.store.clone();
+    let now = server.clock.now();
+    let keys: Vec<String> = (0..64).map(|i| format!("hung-up-{i}")).collect();
+    for key in &keys {
+        // Polled once, then dropped: on PostgreSQL the claim is queued for a claimer by then.
+        if let Ok(claim) = tokio::time::timeout(Duration::ZERO, store.claim("scope", key, now, 10_000)).await {
+            // Answered at once (SQLite): this caller holds it, as a request would, and lets go.
+            if let Ok(Claim::Acquired(token)) = claim {
+                store.release(&token).await;
+            }
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut held = Vec::new();
+    for key in &keys {
+        match store.claim("scope", key, now, 10_000).await.expect("claim") {
+            Claim::Acquired(token) => store.release(&token).await,
+            other => held.push(format!("{key}: {other:?}")),
+        }
+    }
+    assert!(held.is_empty(), "keys held by claims nobody received: {held:?}");
+}
+}
+
+on_both_stores! {
 #[tokio::test]
 async fn i5_timed_out_original_frees_key() {
     let server = TestServer::start_with(|c| c.request_timeout_ms = 1000).await;

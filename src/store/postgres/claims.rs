@@ -86,10 +86,11 @@ fn key_of(job: &Job) -> (&str, &str) {
 /// Claims `group`'s keys (sorted, each once) and answers each request.
 async fn claim_group(db: &Db, mut group: Vec<Job>) {
     let requests: Vec<&Request> = group.iter().map(|job| &job.item).collect();
+    let mut undelivered = Vec::new();
     match claim_together(db, &requests).await {
         Ok(claims) => {
             for (job, claim) in group.into_iter().zip(claims) {
-                let _ = job.done.send(Ok(claim));
+                undelivered.extend(answer(job, Ok(claim)));
             }
         }
         Err(err) if group.len() == 1 => {
@@ -107,10 +108,36 @@ async fn claim_group(db: &Db, mut group: Vec<Job>) {
             tracing::debug!(error = %crate::error::chain(&err), "a group claim failed; claiming its keys one by one");
             let alone = join_all(group.iter().map(|job| async move { claim_together(db, &[&job.item]).await })).await;
             for (job, claim) in group.into_iter().zip(alone) {
-                let _ = job.done.send(claim.map(|mut claims| claims.pop().unwrap_or(Claim::InFlight)));
+                undelivered.extend(answer(job, claim.map(|mut claims| claims.pop().unwrap_or(Claim::InFlight))));
             }
         }
     }
+    give_back(db, &undelivered).await;
+}
+
+/// Answers one request; the key it took, if nobody was left to receive it (the client hung up
+/// while its claim was in the database): that key is given back at once, or every retry would
+/// answer 409 until its lease ran out (I5).
+fn answer(job: Job, claim: Result<Claim>) -> Option<Request> {
+    match job.done.send(claim) {
+        Err(Ok(Claim::Acquired(_))) => Some(job.item),
+        _ => None,
+    }
+}
+
+async fn give_back(db: &Db, requests: &[Request]) {
+    if requests.is_empty() {
+        return;
+    }
+    let Ok(client) = db.get().await else { return };
+    let requests: Vec<&Request> = requests.iter().collect();
+    // Bounded as any call; on failure `release` logs, and the leases free the keys.
+    let outcome = within(db.deadline, async {
+        release(&client, &requests).await;
+        Ok(())
+    })
+    .await;
+    let _ = db.settle(client, outcome);
 }
 
 /// Takes the keys of `requests` not already replied, in the order given (each key once).
