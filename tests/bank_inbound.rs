@@ -670,6 +670,14 @@ on_both_stores! {
         assert_eq!(returned["status"], "returned", "{returned}");
         assert_eq!(returned["current_return"]["code"], Value::Null);
         assert_eq!(returned["current_return"]["reason"], "AC04: Closed Account Number");
+        // The reversal's transaction: `details` holds strings only, as MT types it (the SDKs
+        // refuse a transaction, and any page holding it, otherwise).
+        let booked = transactions(&server, &live).await;
+        let reversed = booked.iter().find(|t| t["details"]["reversal"].is_string()).expect("the reversal's transaction");
+        assert_eq!(reversed["details"]["reversal"], "true", "{reversed}");
+        for transaction in &booked {
+            assert!(transaction["details"].as_object().unwrap().values().all(Value::is_string), "{transaction}");
+        }
     }
 
     /// B5 (issue 21 item 3): an expected payment that names a counterparty takes only money the

@@ -239,7 +239,7 @@ fn booked(account: &str, amount: i64, direction: Direction, day: &str, rail: &st
         vendor_code_type: Some("iso20022".into()),
         vendor_id: Some(format!("bank-ref-{amount}")),
         posted: rail != "wire",
-        details: serde_json::Map::new(),
+        details: Default::default(),
         custom_identifiers: Default::default(),
     }
 }

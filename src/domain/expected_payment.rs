@@ -737,7 +737,7 @@ mod tests {
             vendor_customer_id: None,
             reconciled: false,
             transaction_type: "ach".into(),
-            details: Value::Object(Map::new()),
+            details: Default::default(),
             foreign_exchange_rate: None,
             custom_identifiers: Default::default(),
             version: None,
@@ -807,7 +807,7 @@ mod tests {
 
     fn paid_from(account: &str) -> Transaction {
         let mut t = booked(150, "2026-01-05");
-        t.details = serde_json::json!({ transaction::COUNTERPARTY_ACCOUNT_NUMBER: account });
+        t.details = [(transaction::COUNTERPARTY_ACCOUNT_NUMBER.to_owned(), account.to_owned())].into();
         t
     }
 

@@ -230,7 +230,7 @@ async fn simulate_once(ctx: &Ctx<'_>, commit: &dyn Commit, input: &SimulationInp
         vendor_code_type: None,
         vendor_id: None,
         posted: true,
-        details: Map::new(),
+        details: Default::default(),
         custom_identifiers: Default::default(),
     };
     let mut booked = transaction::stage_new(ctx, &mut batch, new)?;

@@ -88,6 +88,12 @@ pub fn object() -> Object {
     ObjectBuilder::new().schema_type(Type::Object).build()
 }
 
+/// An object of string values (MT's `additionalProperties: {type: string}`), such as a
+/// transaction's `details`.
+pub fn string_map() -> Object {
+    ObjectBuilder::new().schema_type(Type::Object).additional_properties(Some(ObjectBuilder::new().schema_type(Type::String))).build()
+}
+
 /// An array of any items, or `null`.
 pub fn array_or_null() -> Object {
     ObjectBuilder::new().schema_type(SchemaType::from_iter([Type::Array, Type::Null])).build()

@@ -37,7 +37,7 @@ pub const COUNTERPARTY_IBAN: &str = "counterparty_iban";
 
 /// Writes the counterparty a statement names into a transaction's `details` (the keys above,
 /// each only when given); [`counterparty_accounts`] reads them back.
-pub fn name_counterparty(details: &mut serde_json::Map<String, serde_json::Value>, party: &super::bank_answer::Party) {
+pub fn name_counterparty(details: &mut BTreeMap<String, String>, party: &super::bank_answer::Party) {
     let named = [
         (COUNTERPARTY_NAME, &party.name),
         (COUNTERPARTY_IBAN, &party.account.iban),
@@ -45,14 +45,30 @@ pub fn name_counterparty(details: &mut serde_json::Map<String, serde_json::Value
     ];
     for (key, value) in named {
         if let Some(value) = value {
-            details.insert(key.into(), value.clone().into());
+            details.insert(key.into(), value.clone());
         }
     }
 }
 
 /// The account numbers and IBANs the bank named `transaction`'s counterparty with.
 pub fn counterparty_accounts(transaction: &Transaction) -> Vec<&str> {
-    [COUNTERPARTY_IBAN, COUNTERPARTY_ACCOUNT_NUMBER].into_iter().filter_map(|key| transaction.details.get(key)?.as_str()).collect()
+    [COUNTERPARTY_IBAN, COUNTERPARTY_ACCOUNT_NUMBER]
+        .into_iter()
+        .filter_map(|key| transaction.details.get(key).map(String::as_str))
+        .collect()
+}
+
+/// Reads a stored `details` object. Releases before 2026-11-29 stored a reversal's flag as a
+/// JSON `true`; any value that is not a string is read as its JSON text (`"true"`).
+fn string_values<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<BTreeMap<String, String>, D::Error> {
+    let raw: BTreeMap<String, serde_json::Value> = serde::Deserialize::deserialize(deserializer)?;
+    Ok(raw
+        .into_iter()
+        .map(|(key, value)| match value {
+            serde_json::Value::String(text) => (key, text),
+            other => (key, other.to_string()),
+        })
+        .collect())
 }
 
 /// MT's `transaction`, as stored and served.
@@ -92,8 +108,10 @@ pub struct Transaction {
     #[serde(rename = "type")]
     #[schema(schema_with = crate::domain::schema::transaction_type)]
     pub transaction_type: String,
-    #[schema(schema_with = crate::domain::schema::object)]
-    pub details: serde_json::Value,
+    /// String values only, as MT's reference types it (its SDKs refuse anything else).
+    #[schema(schema_with = crate::domain::schema::string_map)]
+    #[serde(deserialize_with = "string_values")]
+    pub details: BTreeMap<String, String>,
     pub foreign_exchange_rate: Option<serde_json::Value>,
     pub custom_identifiers: BTreeMap<String, String>,
     /// The stored version this was read at (`None` while only staged): what a later change of
@@ -128,7 +146,7 @@ pub struct NewTransaction {
     pub vendor_id: Option<String>,
     pub posted: bool,
     /// Anything else the file said (end-to-end id, trace number...), as an object.
-    pub details: serde_json::Map<String, serde_json::Value>,
+    pub details: BTreeMap<String, String>,
     pub custom_identifiers: BTreeMap<String, String>,
 }
 
@@ -260,7 +278,7 @@ fn build(ctx: &Ctx<'_>, new: NewTransaction) -> Result<Transaction> {
         vendor_customer_id: None,
         reconciled: false,
         transaction_type,
-        details: serde_json::Value::Object(new.details),
+        details: new.details,
         foreign_exchange_rate: None,
         custom_identifiers: new.custom_identifiers,
         version: None,
@@ -514,6 +532,19 @@ pub fn description(text: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn details_are_read_as_strings_whatever_an_older_release_stored() {
+        #[derive(Deserialize)]
+        struct Stored {
+            #[serde(deserialize_with = "string_values")]
+            details: BTreeMap<String, String>,
+        }
+        let stored: Stored = serde_json::from_str(r#"{"details": {"reversal": true, "end_to_end_id": "e2e", "n": 7}}"#).unwrap();
+        let expected: BTreeMap<String, String> =
+            [("end_to_end_id", "e2e"), ("n", "7"), ("reversal", "true")].into_iter().map(|(k, v)| (k.into(), v.into())).collect();
+        assert_eq!(stored.details, expected);
+    }
 
     #[test]
     fn b5_line_items_say_what_they_settle_as_mt_does() {

@@ -464,7 +464,7 @@ fn booking_key(entry: &StatementEntry, account: &str) -> Option<BookingKey> {
 /// The [`BookingKey`] of a transaction an earlier file made, read back from what
 /// [`new_transaction`] kept of its entry: the same key [`booking_key`] gives that entry.
 fn booked_key(booked: &transaction::Transaction) -> Option<BookingKey> {
-    let item = ["end_to_end_id", "ach_trace_number"].iter().find_map(|k| booked.details[*k].as_str().map(str::to_owned));
+    let item = ["end_to_end_id", "ach_trace_number"].iter().find_map(|k| booked.details.get(*k).cloned());
     let reference = booked.vendor_id.clone()?;
     Some((booked.internal_account_id.clone(), reference, booked.direction, booked.amount, booked.as_of_date.clone(), item))
 }
@@ -484,16 +484,16 @@ fn transaction_direction(direction: EntryDirection) -> Direction {
 }
 
 fn new_transaction(entry: &StatementEntry, internal_account_id: String) -> NewTransaction {
-    let mut details = serde_json::Map::new();
+    let mut details = std::collections::BTreeMap::new();
     for (key, value) in
         [("end_to_end_id", &entry.end_to_end_id), ("ach_trace_number", &entry.ach_trace_number), ("value_date", &entry.value_date)]
     {
         if let Some(value) = value {
-            details.insert(key.into(), value.clone().into());
+            details.insert(key.into(), value.clone());
         }
     }
     if entry.reversal {
-        details.insert("reversal".into(), true.into());
+        details.insert("reversal".into(), "true".into());
     }
     if let Some(party) = &entry.counterparty {
         transaction::name_counterparty(&mut details, party);
