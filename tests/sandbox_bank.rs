@@ -99,6 +99,27 @@ on_both_stores! {
         assert_eq!(names, ["created", "begin_processing", "sent", "completed", "returned"]);
     }
 
+    /// B7, B5: the sandbox bank's statements book each payment under its own rail, as a bank's
+    /// do: an RTP payment's transaction, and its return's, are `rtp`, a wire's `wire` (MT's
+    /// transaction `type`, which lists filter on).
+    #[tokio::test]
+    async fn b7_transactions_carry_their_orders_rail() {
+        let server = fast_bank().await;
+        let key = server.key().await;
+        let account = account(&server, &key).await;
+        let cases = [("rtp", "123456789", "completed"), ("rtp", "10003", "returned"), ("wire", "123456789", "completed")];
+        for (kind, number, status) in cases {
+            let id = order(&server, &key, &account, kind, number, 3_100).await;
+            let done = final_status(&server, &key, &id, status).await;
+            let booked = done["transaction_ids"].as_array().unwrap();
+            assert_eq!(booked.len(), if status == "returned" { 2 } else { 1 }, "{done}");
+            for transaction_id in booked {
+                let transaction = get(&server, &key, &format!("/api/transactions/{}", transaction_id.as_str().unwrap())).await;
+                assert_eq!(transaction["type"], kind, "{kind} to {number}: {transaction}");
+            }
+        }
+    }
+
     /// B7: an expected payment gets a matching transaction from the sandbox bank within seconds
     /// and is reconciled to it.
     #[tokio::test]

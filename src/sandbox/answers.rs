@@ -130,7 +130,7 @@ fn booked(payment: &Payment, account: &AccountRef, day: &str, reversal: bool) ->
         ach_trace_number: payment.ach.as_ref().map(|e| e.trace.to_string()),
         bank_reference: None,
         description: if reversal { "RETURNED PAYMENT".into() } else { "PAYRAIL SANDBOX BANK".into() },
-        rail: Some(if payment.ach.is_some() { "ach" } else { "wire" }.into()),
+        rail: Some(payment.rail.into()),
         reversal,
         return_code: None,
         counterparty: None,

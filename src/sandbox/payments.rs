@@ -26,6 +26,9 @@ pub struct Payment {
     pub direction: EntryDirection,
     /// ACH only: the entry as sent.
     pub ach: Option<OriginalEntry>,
+    /// The rail that carried it (`ach`, `wire`, `rtp` or `sepa`), as the bank's statement
+    /// names it.
+    pub rail: &'static str,
 }
 
 impl Payment {
@@ -83,6 +86,7 @@ fn ach_payments(parsed: &ParsedFile) -> Vec<Payment> {
                 paying_account: AccountRef { iban: None, account_number: Some(h.company_id.trim().to_owned()) },
                 direction,
                 ach: Some(original),
+                rail: "ach",
             });
         }
     }
@@ -98,6 +102,9 @@ struct Pain001 {
     e2e: Option<String>,
     amount: Option<(i64, Currency)>,
     receiving: Option<String>,
+    /// The group's rail, from its `PmtTpInf`: SEPA's service level, RTP's local instrument,
+    /// else a wire.
+    rail: &'static str,
 }
 
 const PMT_INF: &str = "Document/CstmrCdtTrfInitn/PmtInf";
@@ -106,6 +113,7 @@ impl Visitor for Pain001 {
     fn open(&mut self, path: &str) -> Result<(), String> {
         if path == PMT_INF {
             self.paying = AccountRef::default();
+            self.rail = "wire";
         }
         Ok(())
     }
@@ -114,6 +122,8 @@ impl Visitor for Pain001 {
         let Some(rel) = path.strip_prefix(PMT_INF) else { return Ok(()) };
         match rel {
             "/PmtInfId" => self.group_id = text.to_owned(),
+            "/PmtTpInf/SvcLvl/Cd" if text == "SEPA" => self.rail = "sepa",
+            "/PmtTpInf/LclInstrm/Prtry" if text == "RTP" => self.rail = "rtp",
             "/DbtrAcct/Id/IBAN" => self.paying.iban = Some(text.to_owned()),
             "/DbtrAcct/Id/Othr/Id" => self.paying.account_number = Some(text.to_owned()),
             "/CdtTrfTxInf/PmtId/EndToEndId" => self.e2e = Some(text.to_owned()),
@@ -130,6 +140,7 @@ impl Visitor for Pain001 {
                     paying_account: self.paying.clone(),
                     direction: EntryDirection::Debit,
                     ach: None,
+                    rail: self.rail,
                 });
             }
             _ => {}
