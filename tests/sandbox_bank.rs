@@ -87,6 +87,16 @@ on_both_stores! {
         assert_eq!(returned["current_return"]["code"], "R03", "{returned}");
         let ret_id = returned["current_return"]["id"].as_str().unwrap();
         assert_eq!(get(&server, &key, &format!("/api/returns/{ret_id}")).await["returnable_id"], returns.as_str());
+        // The bank books the returned money back, and that booking settles the return.
+        let settled = wait_until(&server, &key, &format!("/api/returns/{ret_id}"), |r| r["transaction_id"].is_string()).await;
+        assert_eq!(settled["reconciliation_status"], "reconciled", "{settled}");
+        let back = get(&server, &key, &format!("/api/transactions/{}", settled["transaction_id"].as_str().unwrap())).await;
+        assert_eq!((back["amount"].as_i64(), back["direction"].as_str(), back["type"].as_str()), (Some(2_600), Some("credit"), Some("ach")), "{back}");
+        let order = get(&server, &key, &format!("/api/payment_orders/{returns}")).await;
+        assert_eq!(order["transaction_ids"].as_array().map(Vec::len), Some(2), "the payout and the money back: {order}");
+        assert_eq!(order["current_return"]["code"], "R03", "{order}");
+        let all = get(&server, &key, &format!("/api/returns?returnable_id={returns}")).await;
+        assert_eq!(all.as_array().map(Vec::len), Some(1), "one return, though both the statement and the return file told it: {all}");
 
         let failed = final_status(&server, &key, &fails, "failed").await;
         assert!(failed["vendor_failure_reason"].as_str().is_some_and(|r| r.starts_with("AC06")), "{failed}");

@@ -5,7 +5,8 @@
 //! - now: a `pain.002.001.12` rejecting the payments that fail, and a `camt.054` per paying
 //!   account booking the ones that settle (those to be returned settle first);
 //! - later (a step on): a NACHA return file for the ACH payments that come back (with their
-//!   `RXX` codes), and a `camt.054` booking a reversal for the others (returned without a code).
+//!   `RXX` codes) and a `camt.054` booking their money back (reversals with the same codes), and
+//!   a `camt.054` booking a reversal for the others (returned without a code).
 
 use time::OffsetDateTime;
 
@@ -37,16 +38,22 @@ pub fn answer(name: &str, payments: &[Payment], arrived: OffsetDateTime) -> Resu
     if !failed.is_empty() {
         out.now.push((format!("{stem}.status.xml"), status_report(&stem, &failed, arrived)?));
     }
-    let settled: Vec<&Payment> = fated.iter().filter(|(_, f)| !matches!(f, Fate::Fails { .. })).map(|(p, _)| *p).collect();
-    out.now.extend(notifications(&format!("{stem}.booked"), &settled, arrived, false)?);
+    let settled: Vec<(&Payment, Option<Reversed>)> =
+        fated.iter().filter(|(_, f)| !matches!(f, Fate::Fails { .. })).map(|(p, _)| (*p, None)).collect();
+    out.now.extend(notifications(&format!("{stem}.booked"), &settled, arrived)?);
     let returned: Vec<(&Payment, Option<String>)> =
         fated.iter().filter_map(|(p, f)| if let Fate::Returned { code } = f { Some((*p, code.clone())) } else { None }).collect();
     let (ach, other): (Vec<_>, Vec<_>) = returned.into_iter().partition(|(p, _)| p.ach.is_some());
     if !ach.is_empty() {
+        // The returned money, booked back as a bank's statement books it, with the return's
+        // code: named to be read first, so this booking returns the order and settles its
+        // return in one change, and the return file that follows finds it returned already.
+        let booked_back: Vec<_> = ach.iter().map(|(p, code)| (*p, Some(Reversed { code: code.clone() }))).collect();
+        out.later.extend(notifications(&format!("{stem}.returns.0-booked"), &booked_back, arrived)?);
         out.later.push((format!("{stem}.returns.ach"), nacha_returns(payments, &ach, arrived)?));
     }
-    let reversed: Vec<&Payment> = other.iter().map(|(p, _)| *p).collect();
-    out.later.extend(notifications(&format!("{stem}.returned"), &reversed, arrived, true)?);
+    let reversed: Vec<_> = other.iter().map(|(p, _)| (*p, Some(Reversed { code: None }))).collect();
+    out.later.extend(notifications(&format!("{stem}.returned"), &reversed, arrived)?);
     Ok(out)
 }
 
@@ -88,15 +95,22 @@ fn status_report(stem: &str, failed: &[&(&Payment, Fate)], arrived: OffsetDateTi
     writer.finish().map_err(|e| e.to_string())
 }
 
+/// A payment's money coming back: booked as a reversal (`RvslInd`), with the return's code
+/// when it has one (`RtrInf/Rsn`).
+#[derive(Debug, Clone)]
+struct Reversed {
+    code: Option<String>,
+}
+
 /// One `camt.054` per paying account and currency, booking `payments` on the day they arrived
-/// (as reversals when `reversal`).
-fn notifications(prefix: &str, payments: &[&Payment], arrived: OffsetDateTime, reversal: bool) -> Result<Vec<AnswerFile>, String> {
-    let mut groups: Vec<((AccountRef, Currency), Vec<&Payment>)> = Vec::new();
-    for payment in payments {
-        let key = (payment.paying_account.clone(), payment.currency);
+/// (each as a reversal when it says so).
+fn notifications(prefix: &str, payments: &[(&Payment, Option<Reversed>)], arrived: OffsetDateTime) -> Result<Vec<AnswerFile>, String> {
+    let mut groups: Vec<((AccountRef, Currency), Vec<&(&Payment, Option<Reversed>)>)> = Vec::new();
+    for booking in payments {
+        let key = (booking.0.paying_account.clone(), booking.0.currency);
         match groups.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, list)) => list.push(payment),
-            None => groups.push((key, vec![payment])),
+            Some((_, list)) => list.push(booking),
+            None => groups.push((key, vec![booking])),
         }
     }
     let day = arrived.date().to_string();
@@ -105,15 +119,16 @@ fn notifications(prefix: &str, payments: &[&Payment], arrived: OffsetDateTime, r
         let id = format!("SBX-{}-{n}", short_id(prefix));
         let header = ReportHeader { message_id: id.clone(), created_at: arrived, report_id: id, account: account.clone(), currency };
         let mut writer = CamtWriter::notification(Vec::new(), &header).map_err(|e| e.to_string())?;
-        for payment in list {
-            writer.entry(&booked(payment, &account, &day, reversal)).map_err(|e| e.to_string())?;
+        for (payment, reversed) in list {
+            writer.entry(&booked(payment, &account, &day, reversed.as_ref())).map_err(|e| e.to_string())?;
         }
         out.push((format!("{prefix}.{n}.camt054.xml"), writer.finish().map_err(|e| e.to_string())?));
     }
     Ok(out)
 }
 
-fn booked(payment: &Payment, account: &AccountRef, day: &str, reversal: bool) -> StatementEntry {
+fn booked(payment: &Payment, account: &AccountRef, day: &str, reversed: Option<&Reversed>) -> StatementEntry {
+    let reversal = reversed.is_some();
     let direction = match (payment.direction, reversal) {
         (d, false) => d,
         (EntryDirection::Debit, true) => EntryDirection::Credit,
@@ -132,7 +147,7 @@ fn booked(payment: &Payment, account: &AccountRef, day: &str, reversal: bool) ->
         description: if reversal { "RETURNED PAYMENT".into() } else { "PAYRAIL SANDBOX BANK".into() },
         rail: Some(payment.rail.into()),
         reversal,
-        return_code: None,
+        return_code: reversed.and_then(|r| r.code.clone()),
         counterparty: None,
     }
 }
