@@ -38,8 +38,7 @@ pub fn answer(name: &str, payments: &[Payment], arrived: OffsetDateTime) -> Resu
     if !failed.is_empty() {
         out.now.push((format!("{stem}.status.xml"), status_report(&stem, &failed, arrived)?));
     }
-    let settled: Vec<(&Payment, Option<Reversed>)> =
-        fated.iter().filter(|(_, f)| !matches!(f, Fate::Fails { .. })).map(|(p, _)| (*p, None)).collect();
+    let settled: Vec<Booking<'_>> = fated.iter().filter(|(_, f)| !matches!(f, Fate::Fails { .. })).map(|(p, _)| (*p, None)).collect();
     out.now.extend(notifications(&format!("{stem}.booked"), &settled, arrived)?);
     let returned: Vec<(&Payment, Option<String>)> =
         fated.iter().filter_map(|(p, f)| if let Fate::Returned { code } = f { Some((*p, code.clone())) } else { None }).collect();
@@ -102,10 +101,13 @@ struct Reversed {
     code: Option<String>,
 }
 
+/// A payment to book, and whether it is its money coming back.
+type Booking<'a> = (&'a Payment, Option<Reversed>);
+
 /// One `camt.054` per paying account and currency, booking `payments` on the day they arrived
 /// (each as a reversal when it says so).
-fn notifications(prefix: &str, payments: &[(&Payment, Option<Reversed>)], arrived: OffsetDateTime) -> Result<Vec<AnswerFile>, String> {
-    let mut groups: Vec<((AccountRef, Currency), Vec<&(&Payment, Option<Reversed>)>)> = Vec::new();
+fn notifications(prefix: &str, payments: &[Booking<'_>], arrived: OffsetDateTime) -> Result<Vec<AnswerFile>, String> {
+    let mut groups: Vec<((AccountRef, Currency), Vec<&Booking<'_>>)> = Vec::new();
     for booking in payments {
         let key = (booking.0.paying_account.clone(), booking.0.currency);
         match groups.iter_mut().find(|(k, _)| *k == key) {
