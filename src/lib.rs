@@ -218,9 +218,9 @@ pub async fn launch(config: Config, listener: TcpListener, shutdown: impl Future
     tokio::spawn(watch_layout(store.clone(), stop_tx, stopped_because.clone(), stop_rx.clone()));
     let admin_addr = start_admin(&config, state.clone(), stop_rx.clone()).await?;
     tokio::spawn(purge_replies(state.clone(), stop_rx.clone()));
-    tokio::spawn(sandbox::run(state.clone(), stop_rx.clone()));
+    let sandbox_worker = tokio::spawn(sandbox::run(state.clone(), stop_rx.clone()));
     tokio::spawn(ledger_monitor::run(state.clone(), stop_rx.clone()));
-    tokio::spawn(bank::cutoff::schedule::run(state.clone(), stop_rx.clone()));
+    let bank_worker = tokio::spawn(bank::cutoff::schedule::run(state.clone(), stop_rx.clone()));
     let webhook_worker = tokio::spawn(webhooks::run(state.clone(), stop_rx.clone()));
     let local_addr = listener.local_addr()?;
     let options = ListenerOptions {
@@ -234,13 +234,23 @@ pub async fn launch(config: Config, listener: TcpListener, shutdown: impl Future
     tracing::info!(%local_addr, scheme = if options.tls.is_some() { "https" } else { "http" }, "payrail is serving");
     let task = tokio::spawn(async move {
         http::serve::serve(listener, app, options, stopped(stop_rx)).await;
-        // Sends in flight finish and record their outcome before the database is let go.
-        let _ = webhook_worker.await;
+        // Sends in flight finish and record their outcome before the database is let go, and
+        // so does a cut-off or bank file in progress, which then gives back its lease: another
+        // instance carries the connection's orders at once instead of when the lease runs out.
+        // Bounded: a bank that stopped answering mid-upload must not hold the shutdown.
+        let workers = async { tokio::join!(webhook_worker, sandbox_worker, bank_worker) };
+        if tokio::time::timeout(WORKERS_STOP_WAIT, workers).await.is_err() {
+            tracing::warn!(waited_s = WORKERS_STOP_WAIT.as_secs(), "stopping without waiting longer for background work; its leases run out by themselves");
+        }
         drop(lock);
         tracing::info!("payrail stopped");
     });
     Ok(Server { local_addr, admin_addr, cert_path, store, secrets, task, stopped_because })
 }
+
+/// How long a stopping server waits for its background work in progress (a cut-off, a bank
+/// file, webhook sends) to finish.
+const WORKERS_STOP_WAIT: Duration = Duration::from_secs(30);
 
 /// Stops the server (drained, as on a signal) once a newer release raises the storage layout's
 /// level past this one's; a failed read is the store's trouble, left to the next check.

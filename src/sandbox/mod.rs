@@ -52,7 +52,7 @@ pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
     let step_ms = state.config.sandbox_step_ms;
     let log = LogLimit::new(LOG_REPEAT_WINDOW);
     loop {
-        if let Err(err) = pass(&state, step_ms, &log).await {
+        if let Err(err) = pass(&state, step_ms, &log, &stop).await {
             warn_of(&log, "every organization", "sandbox bank pass failed", &err);
         }
         tokio::select! {
@@ -64,8 +64,9 @@ pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
 
 /// One pass: the due steps of orders that travel in no file, the cut-offs of the sandbox
 /// connections with due orders, the bank's answers, and the inbound folders read. Returns how
-/// many orders the steps moved.
-async fn pass(state: &AppState, step_ms: u64, log: &LogLimit) -> anyhow::Result<usize> {
+/// many orders the steps moved. Once the server is stopping, no new cut-off starts (one that
+/// started runs to its end, and the server waits for it): another instance carries the orders.
+async fn pass(state: &AppState, step_ms: u64, log: &LogLimit, stop: &watch::Receiver<bool>) -> anyhow::Result<usize> {
     let upto = state.clock.now().plus_micros(-((step_ms as i64) * 1000)).to_string();
     let due = state.store.scan_due(payment_order::KIND, payment_order::SANDBOX_DUE_TERM, &upto, PASS_ORDERS_MAX).await?;
     let mut moved = 0;
@@ -86,9 +87,15 @@ async fn pass(state: &AppState, step_ms: u64, log: &LogLimit) -> anyhow::Result<
     }
     // One organization's failure is logged and never holds back the others'.
     for scope in to_cut.into_values() {
+        if *stop.borrow() {
+            return Ok(moved);
+        }
         if let Err(err) = cut_off(state, scope.clone(), step_ms).await {
             warn_of(log, &scope.organization_id, "a sandbox cut-off failed; it is tried again next pass", &err);
         }
+    }
+    if *stop.borrow() {
+        return Ok(moved);
     }
     open_expecting(state, &upto).await?;
     bank_side::answer_all(state, step_ms, log).await?;

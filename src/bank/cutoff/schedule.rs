@@ -120,6 +120,10 @@ pub async fn run(state: AppState, mut stop: watch::Receiver<bool>) {
         match connection::all(state.store.as_ref()).await {
             Ok(all) => {
                 for registered in all.iter().filter(|r| r.scope.live_mode) {
+                    // Stopping: no new cut-off or read starts (the server waits for this one).
+                    if *stop.borrow() {
+                        return;
+                    }
                     if let Err(err) = tick(&state, registered, &mut seen).await {
                         tracing::warn!(connection = %registered.connection.id, error = %format!("{err:#}"), "a scheduled cut-off failed; the next tick tries again");
                     }
