@@ -81,6 +81,39 @@ def test_an_order_to_account_10003_is_returned_with_r03(client, internal_account
     ret = checked(client.returns.retrieve(returned.current_return.id))
     assert (ret.returnable_id, ret.code, ret.amount) == (order.id, "R03", 5150)
     assert ret.id in [r.id for r in strict_list(client.returns, ReturnObject, returnable_id=order.id, returnable_type="payment_order")]
+    # The money booked back settles the return: a credit transaction, reconciled.
+    assert ret.reconciliation_status == "reconciled" and ret.transaction_id is not None
+    back = checked(client.transactions.retrieve(ret.transaction_id))
+    assert (back.amount, back.direction, back.type) == (5150, "credit", "ach")
+
+
+def test_a_returned_wire_and_rtp_books_transactions_the_sdk_reads(client, internal_account):
+    """A reversal's transaction and every list page holding it validate strictly: `details`
+    holds strings only (MT's `Dict[str, str]`), and each transaction has its order's rail."""
+    for rail in ("wire", "rtp"):
+        order = client.payment_orders.create(
+            type=rail,
+            amount=6160,
+            direction="credit",
+            originating_account_id=internal_account.id,
+            receiving_account=account_input(
+                account_number="10029",
+                party_address={"line1": "1 Main St", "locality": "Springfield", "region": "IL", "postal_code": "62701", "country": "US"},
+            ),
+        )
+        returned = wait_for(
+            lambda: client.payment_orders.retrieve(order.id),
+            lambda po: po.status == "returned" and len(po.transaction_ids) == 2,
+            timeout=20,
+            what=f"the {rail} order to be returned and its money booked back",
+        )
+        for transaction_id in returned.transaction_ids:
+            transaction = checked(client.transactions.retrieve(transaction_id))
+            assert transaction.type == rail
+        reversal = checked(client.transactions.retrieve(returned.transaction_ids[1]))
+        assert reversal.details.get("reversal") == "true"
+    listed = strict_list(client.transactions, Transaction, internal_account_id=internal_account.id, per_page=100)
+    assert all(isinstance(v, str) for t in listed for v in t.details.values())
 
 
 def test_the_incoming_payment_simulation_and_balance_reports(client, internal_account):

@@ -45,13 +45,26 @@ fn ensure_self_signed(data_dir: &Path) -> anyhow::Result<(PathBuf, PathBuf)> {
         return Ok((cert_path, key_path));
     }
     crate::base::private_fs::ensure_private_dir(data_dir).with_context(|| format!("creating data directory {}", data_dir.display()))?;
-    let names = vec!["localhost".to_string(), "127.0.0.1".to_string(), "::1".to_string()];
-    let certified = rcgen::generate_simple_self_signed(names).context("generating a self-signed certificate")?;
-    write_private(&key_path, certified.signing_key.serialize_pem().as_bytes())?;
+    let (cert, key) = self_signed().context("generating a self-signed certificate")?;
+    write_private(&key_path, key.serialize_pem().as_bytes())?;
     // The certificate is public, but the data directory holds only owner-only files (SPEC S4).
-    write_private(&cert_path, certified.cert.pem().as_bytes())?;
+    write_private(&cert_path, cert.pem().as_bytes())?;
     tracing::info!(cert = %cert_path.display(), "created a self-signed TLS certificate; clients can trust it with this file");
     Ok((cert_path, key_path))
+}
+
+/// A certificate for localhost, 127.0.0.1 and ::1. Its subject names it as this instance's own
+/// (a random suffix): a client trusting the certificates of several instances in one bundle
+/// (Node's `NODE_EXTRA_CA_CERTS`) looks issuers up by subject, and finds the wrong one when
+/// every instance's is the same.
+fn self_signed() -> Result<(rcgen::Certificate, rcgen::KeyPair), rcgen::Error> {
+    let names = vec!["localhost".to_string(), "127.0.0.1".to_string(), "::1".to_string()];
+    let mut params = rcgen::CertificateParams::new(names)?;
+    let suffix: String = (0..4).map(|_| format!("{:02x}", rand::random::<u8>())).collect();
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    params.distinguished_name.push(rcgen::DnType::CommonName, format!("Payrail self-signed {suffix}"));
+    let key = rcgen::KeyPair::generate()?;
+    Ok((params.self_signed(&key)?, key))
 }
 
 /// Writes a file only its owner can read.
@@ -65,4 +78,25 @@ fn write_private(path: &Path, contents: &[u8]) -> anyhow::Result<()> {
         .with_context(|| format!("writing {}", path.display()))?;
     file.write_all(contents)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The subject's common name, read from the certificate's DER (it is the only place the
+    /// prefix appears).
+    fn common_name(cert: &rcgen::Certificate) -> String {
+        let der = cert.der().to_vec();
+        let prefix = b"Payrail self-signed ";
+        let at = der.windows(prefix.len()).position(|w| w == prefix).expect("the subject names Payrail");
+        String::from_utf8(der[at..at + prefix.len() + 8].to_vec()).unwrap()
+    }
+
+    #[test]
+    fn t1_each_self_signed_certificate_has_a_subject_of_its_own() {
+        let (one, _) = self_signed().unwrap();
+        let (two, _) = self_signed().unwrap();
+        assert_ne!(common_name(&one), common_name(&two));
+    }
 }
