@@ -374,6 +374,8 @@ async fn s4_a_master_key_file_readable_by_group_is_refused() {
     let root = tempfile::tempdir().unwrap();
     let outside = tempfile::tempdir().unwrap();
     let key_file = outside.path().join("payrail.key");
+    let err = launch_error(config_for(root.path(), |c| c.master_key_file = Some(key_file.clone())).await).await;
+    assert!(err.contains("no such file") && err.contains("master-key generate"), "a missing file says how to make one: {err}");
     run(&["master-key", "generate", key_file.to_str().unwrap()], root.path(), None);
     assert_eq!(mode(&key_file), 0o600);
     std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o640)).unwrap();

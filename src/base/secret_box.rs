@@ -348,7 +348,16 @@ fn file_stamp(path: &Path) -> Option<(SystemTime, u64)> {
 /// Reads and checks a key file: owner-only permissions, 1 to 16 keys of exactly 256 bits.
 fn read_ring(path: &Path) -> Result<Ring, SecretError> {
     let stamp = file_stamp(path);
-    let meta = std::fs::metadata(path).map_err(|e| key_file_error(path, &e))?;
+    let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => key_file_error(
+            path,
+            &format!(
+                "no such file; make one with `payrail master-key generate {}` (or leave --master-key-file out to keep the key in the data directory)",
+                path.display()
+            ),
+        ),
+        _ => key_file_error(path, &e),
+    })?;
     if !meta.is_file() {
         return Err(key_file_error(path, &"not a regular file"));
     }
