@@ -203,6 +203,21 @@ async fn i4_replay_ignores_route_and_body() {
     let invalid = post_idem(&server, "/api/external_accounts", &key, "cross", &json!({"account_type": "nonsense"})).await;
     assert_eq!((invalid.status, &invalid.body, invalid.replayed.as_deref()), (201, &first.body, Some("true")));
     assert_eq!(list_ids(&server, "/api/counterparties", &key).await, vec![first.id()]);
+    // Whatever its path: one that takes no POST, or none at all.
+    for path in ["/api/ping", "/api/no_such_resource", "/api/counterparties/01a2274c-8c27-7000-8000-000000000000"] {
+        let replayed = post_idem(&server, path, &key, "cross", &json!({})).await;
+        assert_eq!((replayed.status, &replayed.body, replayed.replayed.as_deref()), (201, &first.body, Some("true")), "{path}");
+    }
+    // A fresh key there answers 404 or 405 and stores nothing: the key then runs a real POST.
+    let missing = post_idem(&server, "/api/no_such_resource", &key, "fresh", &json!({})).await;
+    assert_eq!((missing.status, missing.replayed.as_deref()), (404, None), "{}", missing.text());
+    let ping = post_idem(&server, "/api/ping", &key, "fresh", &json!({})).await;
+    assert_eq!((ping.status, ping.replayed.as_deref()), (405, None), "{}", ping.text());
+    let runs = post_idem(&server, "/api/counterparties", &key, "fresh", &json!({"name": "Fresh"})).await;
+    assert_eq!((runs.status, runs.replayed.as_deref()), (201, None), "{}", runs.text());
+    // Outside /api nothing is authenticated or idempotent: a plain 404.
+    let outside = server.client.post(server.url("/elsewhere")).header("Idempotency-Key", "cross").send().await.unwrap();
+    assert_eq!(outside.status().as_u16(), 404);
 }
 }
 

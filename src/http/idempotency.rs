@@ -88,6 +88,17 @@ pub async fn layer(State(state): State<AppState>, request: Request, next: Next) 
     response
 }
 
+/// The same over the router's fallbacks (an unknown path, a method a path does not take):
+/// under `/api` a POST whose key holds a stored reply replays it, whatever its path (I4), and
+/// one whose key is in flight answers 409 (I6); otherwise the 404 or 405 stands, and it is
+/// never stored. Paths outside `/api` are not authenticated and not idempotent.
+pub async fn fallback_layer(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    if request.extensions().get::<Principal>().is_none() {
+        return next.run(request).await;
+    }
+    handle(state, request, next).await
+}
+
 async fn handle(state: AppState, request: Request, next: Next) -> Response {
     if matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
         let timeout = Duration::from_millis(state.config.request_timeout_ms);

@@ -37,10 +37,11 @@ pub struct Api {
 /// The API for [`serve::serve`]: `routes` (the resources, from `api/`) behind the front door,
 /// authentication, idempotency and rate limits.
 pub fn router(state: AppState, routes: Router<AppState>) -> Api {
+    let replayed = || middleware::from_fn_with_state(state.clone(), idempotency::fallback_layer);
     let mut routes = routes
         .route_layer(middleware::from_fn_with_state(state.clone(), idempotency::layer))
-        .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed);
+        .fallback(axum::handler::Handler::layer(not_found, replayed()))
+        .method_not_allowed_fallback(axum::handler::Handler::layer(method_not_allowed, replayed()));
     // Every layer costs every request (the benchmark saw 9 % of a ping here): none when off.
     // It limits authenticated requests only, so the fallback passes it untouched.
     if state.rate_limiter.enabled() {
