@@ -240,7 +240,10 @@ pub async fn launch(config: Config, listener: TcpListener, shutdown: impl Future
         // Bounded: a bank that stopped answering mid-upload must not hold the shutdown.
         let workers = async { tokio::join!(webhook_worker, sandbox_worker, bank_worker) };
         if tokio::time::timeout(WORKERS_STOP_WAIT, workers).await.is_err() {
-            tracing::warn!(waited_s = WORKERS_STOP_WAIT.as_secs(), "stopping without waiting longer for background work; its leases run out by themselves");
+            tracing::warn!(
+                waited_s = WORKERS_STOP_WAIT.as_secs(),
+                "stopping without waiting longer for background work; its leases run out by themselves"
+            );
         }
         drop(lock);
         tracing::info!("payrail stopped");
