@@ -657,9 +657,20 @@ async fn l3_wrong_content_type_is_415() {
         let (status, reply) = post_raw(&server, &key, "/api/counterparties", content_type, body.clone()).await;
         assert_error(status, &reply, 415, "unsupported_media_type");
     }
-    // application/json with a charset is JSON.
+    // A content coding Payrail does not decode is refused as such, not read as broken JSON.
+    let gzipped =
+        server.post("/api/counterparties", &key, &json!({"name": "Acme"})).header("Content-Encoding", "gzip").send().await.unwrap();
+    let (status, reply) = common::json(gzipped).await;
+    assert_error(status, &reply, 415, "unsupported_media_type");
+    assert!(reply["errors"]["message"].as_str().unwrap().contains("gzip"), "{reply}");
+    // application/json with a charset is JSON, and `identity` is no coding.
     let (status, reply) = post_raw(&server, &key, "/api/counterparties", Some("application/json; charset=utf-8"), body).await;
     assert_eq!(status, 201, "{reply}");
+    let identity =
+        server.post("/api/counterparties", &key, &json!({"name": "Plain"})).header("Content-Encoding", "identity").send().await.unwrap();
+    assert_eq!(identity.status().as_u16(), 201);
+    let (_, listed) = common::json(server.get("/api/counterparties", &key).send().await.unwrap()).await;
+    assert_eq!(listed.as_array().map(Vec::len), Some(2), "the refused one created nothing: {listed}");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -20,6 +20,15 @@ impl<T: DeserializeOwned> FromRequest<AppState> for JsonBody<T> {
 
     async fn from_request(request: Request, state: &AppState) -> Result<Self, Self::Rejection> {
         let content_type = request.headers().get(header::CONTENT_TYPE).cloned();
+        if let Some(coding) = request.headers().get(header::CONTENT_ENCODING).filter(|v| !is_identity(v.as_bytes())) {
+            // Read as JSON, an encoded body would be a confusing 400; HTTP's answer is 415.
+            return Err(Error::UnsupportedMediaType {
+                message: format!(
+                    "Request bodies are read as sent: Content-Encoding {} is not supported; send the body unencoded.",
+                    String::from_utf8_lossy(coding.as_bytes()).trim()
+                ),
+            });
+        }
         let bytes = read_body(request.into_body(), state.config.body_limit_bytes).await?;
         if bytes.is_empty() && content_type.is_none() {
             return parse_json::<T>(b"{}").map(JsonBody);
@@ -31,6 +40,11 @@ impl<T: DeserializeOwned> FromRequest<AppState> for JsonBody<T> {
         }
         parse_json::<T>(&bytes).map(JsonBody)
     }
+}
+
+fn is_identity(coding: &[u8]) -> bool {
+    let coding = String::from_utf8_lossy(coding);
+    coding.trim().is_empty() || coding.trim().eq_ignore_ascii_case("identity")
 }
 
 fn is_json(content_type: &str) -> bool {
@@ -341,5 +355,6 @@ mod tests {
         assert!(is_json("application/json; charset=utf-8"));
         assert!(is_json("application/merge-patch+json"));
         assert!(!is_json("text/plain"));
+        assert!(is_identity(b"identity") && is_identity(b" Identity ") && !is_identity(b"gzip"));
     }
 }
