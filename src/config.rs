@@ -78,8 +78,8 @@ pub struct Config {
     pub webhook_poll_ms: u64,
     /// How long a receiver has to answer a webhook before the attempt counts as failed (W3: 5 s).
     pub webhook_timeout_ms: u64,
-    /// How long a claimed delivery is reserved for the instance sending it (at least twice the
-    /// timeout); a crashed sender's deliveries are due again after it.
+    /// How long a claimed delivery is reserved for the instance sending it (at least the timeout
+    /// and 3 s); a crashed sender's deliveries are due again after it.
     pub webhook_lease_ms: u64,
     /// The first retry waits between half of this and this; each next one twice as long.
     pub webhook_retry_base_ms: u64,
@@ -136,7 +136,7 @@ impl Default for Config {
             webhooks_allow_private: false,
             webhook_poll_ms: 250,
             webhook_timeout_ms: 5_000,
-            webhook_lease_ms: 30_000,
+            webhook_lease_ms: 8_000,
             webhook_retry_base_ms: 5_000,
             webhook_retry_max_ms: 3_600_000,
             webhook_retry_window_secs: 3 * 24 * 60 * 60,

@@ -330,3 +330,68 @@ async fn s3_a_newer_storage_layout_stops_an_older_instance_and_is_refused_after(
     assert!(stderr.contains(&named) && stderr.contains("upgrade this instance"), "{stderr}");
 }
 }
+
+/// A webhook receiver on loopback that records when each attempt arrives and its
+/// `X-Webhook-ID`; it never answers the first attempt (a sender killed mid-send) and answers
+/// every later one 200.
+async fn hanging_receiver() -> (u16, tokio::sync::mpsc::UnboundedReceiver<(Instant, String)>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (arrivals, seen) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        loop {
+            let Ok((mut socket, _)) = listener.accept().await else { return };
+            let mut head = Vec::new();
+            let mut chunk = [0u8; 4096];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match socket.read(&mut chunk).await {
+                    Ok(n) if n > 0 => head.extend_from_slice(&chunk[..n]),
+                    _ => break,
+                }
+            }
+            let text = String::from_utf8_lossy(&head).to_ascii_lowercase();
+            let id = text.lines().find_map(|l| l.strip_prefix("x-webhook-id:")).unwrap_or("").trim().to_owned();
+            let _ = arrivals.send((Instant::now(), id));
+            if held.is_empty() {
+                held.push(socket); // the first attempt is never answered
+            } else {
+                let _ = socket.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").await;
+            }
+        }
+    });
+    (port, seen)
+}
+
+/// W3: a delivery whose sender was killed (kill -9) in the middle of an attempt is attempted
+/// again by the restarted server soon: its claim lasts the send timeout and a margin, not half
+/// a minute. The attempt that got no answer counts as failed at the 5 s timeout, and the first
+/// retry is due within 10 s of that, so it must come within 15 s of the first attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn w3_a_delivery_whose_sender_was_killed_is_retried_within_the_bound() {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("a");
+    let url = format!("sqlite://{}", dir.join("payrail.db").display());
+    let port = free_port();
+    let server = spawn(&dir, &url, port);
+    let secret = create_key(&url, &dir);
+    let client = client_trusting(&pem_of(&server));
+    let (hook_port, mut arrivals) = hanging_receiver().await;
+    let post = |path: &str, body: Value| {
+        client.post(format!("https://127.0.0.1:{port}{path}")).basic_auth("x-api-key", Some(&secret)).json(&body).send()
+    };
+    let made = post("/api/webhook_endpoints", json!({"url": format!("http://127.0.0.1:{hook_port}/hook")})).await.unwrap();
+    assert_eq!(made.status().as_u16(), 201, "{}", made.text().await.unwrap());
+    assert_eq!(post("/api/counterparties", json!({"name": "Hooked"})).await.unwrap().status().as_u16(), 201);
+
+    let (first_at, first_id) = tokio::time::timeout(Duration::from_secs(10), arrivals.recv()).await.expect("a first attempt").unwrap();
+    drop(server); // SIGKILL, while the receiver holds the attempt unanswered
+    let restarted = spawn(&dir, &url, port);
+    let (again_at, again_id) = tokio::time::timeout(Duration::from_secs(40), arrivals.recv()).await.expect("a retry").unwrap();
+    let waited = again_at - first_at;
+    println!("w3 drill: the retry came {:.1} s after the killed attempt", waited.as_secs_f64());
+    assert_eq!(again_id, first_id, "the same delivery, with the same X-Webhook-ID (W2)");
+    assert!(waited < Duration::from_secs(15), "the retry came {waited:?} after the killed attempt");
+    drop(restarted);
+}

@@ -74,14 +74,19 @@ pub struct Settings {
     pub retention_secs: i64,
 }
 
+/// How much longer than the send timeout a delivery's lease lasts: time to record the outcome.
+/// A sender killed mid-attempt leaves its delivery due again when the lease ends, so it must
+/// stay short (W3: with the 5 s timeout, the first retry within 10 s of a failed attempt).
+const LEASE_MARGIN_MS: u64 = 3_000;
+
 impl Settings {
     pub fn from_config(config: &Config) -> Self {
         let timeout_ms = config.webhook_timeout_ms.max(1);
         Settings {
             poll: Duration::from_millis(config.webhook_poll_ms.max(1)),
             timeout: Duration::from_millis(timeout_ms),
-            // A lease always outlives the send it covers.
-            lease_ms: config.webhook_lease_ms.max(timeout_ms.saturating_mul(2)),
+            // A lease always outlives the send it covers, by a margin to record its outcome.
+            lease_ms: config.webhook_lease_ms.max(timeout_ms.saturating_add(LEASE_MARGIN_MS)),
             retry: config.webhook_retry_policy(),
             in_flight_max: config.webhook_in_flight_max.max(1),
             tenant_in_flight_max: config.webhook_tenant_in_flight_max.max(1),
