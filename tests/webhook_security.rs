@@ -308,6 +308,47 @@ async fn w4_hanging_receivers_of_one_tenant_do_not_delay_another() {
 }
 }
 
+on_both_stores! {
+/// W4 with more hanging tenants than the instance's sends in flight can hold: three tenants
+/// whose receivers never answer fill a pool of 4 sends (2 each at most); a fourth tenant's
+/// healthy receiver still gets its events promptly, since a tenant with nothing in flight always
+/// gets a send of its own.
+#[tokio::test]
+async fn w4_a_full_pool_of_hanging_sends_does_not_delay_a_tenant_with_none() {
+    let server = TestServer::start_with(|c| {
+        fast(c);
+        c.webhook_timeout_ms = 20_000;
+        c.webhook_in_flight_max = 4;
+        c.webhook_tenant_in_flight_max = 2;
+    })
+    .await;
+    let hanging = Hanging::start().await;
+    for org in ["org-a", "org-b", "org-c"] {
+        let key = server.key_for(org, Mode::Sandbox).await;
+        for _ in 0..2 {
+            assert_eq!(create_endpoint(&server, &key, &format!("http://127.0.0.1:{}/hook", hanging.port)).await.0, 201);
+        }
+        for i in 0..3 {
+            counterparty(&server, &key, &format!("Backlog {org} {i}")).await;
+        }
+    }
+    let healthy_key = server.key_for("org-d", Mode::Sandbox).await;
+    let healthy = Receiver::start(200).await;
+    assert_eq!(create_endpoint(&server, &healthy_key, &healthy.url()).await.0, 201);
+    // Let the hanging tenants take every send the pool has.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let mut worst = Duration::ZERO;
+    for i in 0..3 {
+        let sent = Instant::now();
+        let id = counterparty(&server, &healthy_key, &format!("Prompt {i}")).await;
+        let latency = healthy.arrival_of(&id, Duration::from_secs(40)).await.duration_since(sent);
+        eprintln!("w4: the fourth tenant's delivery {i} arrived after {latency:?} with the pool full of hanging sends");
+        worst = worst.max(latency);
+    }
+    assert!(worst < Duration::from_millis(2_000), "a tenant with nothing in flight waited {worst:?} behind a full pool");
+}
+}
+
 /// The spellings of non-public addresses a live endpoint must refuse (SPEC W5).
 const LIVE_REFUSED: &[&str] = &[
     "https://127.0.0.1/hook",

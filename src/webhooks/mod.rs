@@ -11,8 +11,9 @@
 //!    `webhook_in_flight_max` in all, `webhook_tenant_in_flight_max` per tenant and
 //!    `webhook_endpoint_in_flight_max` per endpoint. So a tenant whose receivers hang holds
 //!    only its own share, and the others keep theirs (W4): with the defaults (64, 8, 4), up to
-//!    eight tenants whose every receiver hangs delay no one; past that, the rotation hands each
-//!    freed slot to the tenants in turn.
+//!    eight tenants whose every receiver hangs fill the pool, and past that a tenant with
+//!    nothing in flight still gets one send beyond it, so no number of hanging tenants delays
+//!    one whose receivers answer; the rotation hands each freed slot to the tenants in turn.
 //! 3. Each leased delivery is sent in its own task; its outcome is recorded under the lease.
 //!
 //! All state is in the store, so deliveries survive restarts; a lease (`webhook_lease_ms`,
@@ -229,13 +230,15 @@ impl Worker {
         for tenant in &tenants {
             for endpoint in tenant {
                 let free = self.free_slots(&endpoint.scope, &endpoint.state.endpoint_id);
-                if free.total == 0 {
-                    return Ok(more);
-                }
                 if free.tenant == 0 {
                     break;
                 }
-                let limit = free.endpoint.min(free.tenant).min(free.total);
+                // A full pool still gives a tenant with nothing in flight one send: however
+                // many tenants' receivers hang, they never delay one that has none (W4). The
+                // pool bounds everything else; this goes past it by at most one send a tenant.
+                let idle = free.tenant == self.settings.tenant_in_flight_max;
+                let total = if free.total == 0 && idle { 1 } else { free.total };
+                let limit = free.endpoint.min(free.tenant).min(total);
                 if limit > 0 {
                     self.claim_for(endpoint, limit).await;
                 }
