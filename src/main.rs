@@ -580,7 +580,7 @@ async fn run_connections(store: &dyn payrail::store::Store, secrets: &SecretBox,
             }
         }
         ConnectionsCommand::List { json } => {
-            let all = payrail::domain::connection::all(store).await?;
+            let all = payrail::domain::connection::all_with_builtin(store).await?;
             if json {
                 println!("{}", serde_json::Value::Array(all.iter().map(connection_json).collect()));
             } else {

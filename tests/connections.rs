@@ -113,6 +113,14 @@ on_both_stores! {
         assert_eq!(pages.len(), 2, "{pages:?}");
         assert_eq!(pages[0]["vendor_name"], "Acme Bank");
         assert_eq!(pages[1], builtin, "the built-in connection, last and unchanged");
+        // The command line lists the built-in sandbox connection too, as the API does, and
+        // takes its id where it takes a connection's.
+        let listed_now = cli(&server, &["connections", "list", "--json"]).await;
+        let listed_now: Value = serde_json::from_slice(&listed_now.stdout).unwrap();
+        let builtin_listed = listed_now.as_array().unwrap().iter().find(|c| c["id"] == builtin["id"]).expect("the built-in connection");
+        assert_eq!((builtin_listed["organization_id"].as_str(), builtin_listed["live_mode"].as_bool()), (Some("acme"), Some(false)));
+        let files = cli(&server, &["bank", "files", "--connection", builtin["id"].as_str().unwrap(), "--json"]).await;
+        assert!(files.status.success(), "{}", String::from_utf8_lossy(&files.stderr));
         let stranger = server.key_for("other-org", Mode::Live).await;
         let (_, body) = json(server.get("/api/connections", &stranger).send().await.unwrap()).await;
         assert_eq!(body, json!([]));

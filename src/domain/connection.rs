@@ -178,6 +178,25 @@ pub async fn all(store: &dyn Store) -> Result<Vec<Registered>> {
     found.into_iter().map(|(scope, stored)| Ok(Registered { scope, connection: parse(&stored)? })).collect()
 }
 
+/// What the command line lists (`connections list`, and the connections `bank files
+/// --connection` takes): every registered connection, then the built-in sandbox connection of
+/// each organization with a sandbox API key, as `GET /api/connections` shows it to that key.
+pub async fn all_with_builtin(store: &dyn Store) -> Result<Vec<Registered>> {
+    let mut out = all(store).await?;
+    let organizations: std::collections::BTreeSet<String> =
+        store.api_keys().await?.into_iter().filter(|key| !key.live_mode).map(|key| key.organization_id).collect();
+    out.extend(organizations.into_iter().map(|organization_id| {
+        let scope = Scope { organization_id, live_mode: false };
+        Registered { connection: builtin(&scope), scope }
+    }));
+    Ok(out)
+}
+
+/// The connection `id`, registered or built in, as [`all_with_builtin`] lists it.
+pub async fn find_listed(store: &dyn Store, id: &str) -> Result<Option<Registered>> {
+    Ok(all_with_builtin(store).await?.into_iter().find(|r| r.connection.id == id))
+}
+
 /// The registered connection `id`, in whichever tenant it belongs to.
 pub async fn find(store: &dyn Store, id: &str) -> Result<Option<Registered>> {
     Ok(all(store).await?.into_iter().find(|r| r.connection.id == id))

@@ -288,6 +288,12 @@ pub async fn connection(store: &dyn Store, id: &str) -> anyhow::Result<Registere
     crate::domain::connection::find(store, id).await?.ok_or_else(|| anyhow!("no connection {id} (payrail connections list)"))
 }
 
+/// The connection `id` as `payrail connections list` shows it (the built-in sandbox ones
+/// included: their files are listed like any), or an error naming it.
+pub async fn listed_connection(store: &dyn Store, id: &str) -> anyhow::Result<Registered> {
+    crate::domain::connection::find_listed(store, id).await?.ok_or_else(|| anyhow!("no connection {id} (payrail connections list)"))
+}
+
 /// A file as `payrail bank files --json` shows it and its events carry it (SPEC B6): no header
 /// or groups, no secret.
 pub fn file_json(scope: &Scope, f: &BankFile) -> serde_json::Value {
@@ -321,8 +327,8 @@ pub fn file_json(scope: &Scope, f: &BankFile) -> serde_json::Value {
 pub async fn list_files(store: &dyn Store, connection_id: Option<&str>) -> anyhow::Result<Vec<files::Stored>> {
     match connection_id {
         Some(id) => {
-            let registered = connection(store, id).await?;
-            Ok(files::of_connection(store, &registered.scope, id).await?)
+            let listed = listed_connection(store, id).await?;
+            Ok(files::of_connection(store, &listed.scope, id).await?)
         }
         None => Ok(files::all(store).await?),
     }

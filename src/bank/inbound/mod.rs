@@ -293,8 +293,8 @@ pub const LIST_MAX: usize = 10_000;
 pub async fn list_files(store: &dyn Store, connection_id: Option<&str>) -> anyhow::Result<Vec<record::Stored>> {
     match connection_id {
         Some(id) => {
-            let registered = crate::bank::cutoff::connection(store, id).await?;
-            Ok(record::of_connection(store, &registered.scope, id, LIST_MAX).await?)
+            let listed = crate::bank::cutoff::listed_connection(store, id).await?;
+            Ok(record::of_connection(store, &listed.scope, id, LIST_MAX).await?)
         }
         None => Ok(record::all(store, LIST_MAX).await?),
     }
