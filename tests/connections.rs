@@ -190,6 +190,7 @@ async fn b1_a_bad_config_is_refused_naming_the_key() {
         ("021000021", "021000022", "immediate_destination"),
         ("identity_file = \"bank_ed25519\"", "identity_file = \"missing_key\"", "identity_file"),
         ("host_key = \"ssh-ed25519", "host_key = \"ssh-bogus", "host_key"),
+        ("port = 2222", "port = 0", "port"),
         // An organization no API key can have.
         ("organization = \"acme\"", "organization = \"no such org!\"", "organization"),
         ("organization = \"acme\"", "organization = \"\"", "organization"),

@@ -206,7 +206,10 @@ fn transport(config: &TransportConfig, base_dir: &Path, connection_id: &str, sec
             }
             Ok(TransportSettings::Sftp {
                 host: need(&config.host, "host")?,
-                port: config.port.unwrap_or(22),
+                port: match config.port {
+                    Some(0) => bail!("[transport] port: 1 to 65535 (0 is no port a server listens on)"),
+                    port => port.unwrap_or(22),
+                },
                 user: need(&config.user, "user")?,
                 host_key,
                 identity_sealed: STANDARD.encode(secrets.seal(&identity, &identity_purpose(connection_id))),
