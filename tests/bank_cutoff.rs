@@ -227,7 +227,11 @@ on_both_stores! {
             assert!(name.starts_with("payrail-") && (name.ends_with("-A-ach.ach") || name.ends_with("-A-wire.xml") || name.ends_with("-A-rtp.xml")), "{name}");
             assert_eq!((file["direction"].as_str(), file["status"].as_str()), (Some("outbound"), Some("uploaded")));
             assert_eq!(file["sha256"].as_str().unwrap(), sha256_hex(&outbound[name]));
-            assert!(file["uploaded_at"].is_string());
+            // Each step is stamped when it happened, not all at the run's start (B6).
+            let at = |key: &str| {
+                time::OffsetDateTime::parse(file[key].as_str().unwrap(), &time::format_description::well_known::Rfc3339).unwrap()
+            };
+            assert!(at("created_at") < at("written_at") && at("written_at") < at("uploaded_at"), "{file}");
         }
 
         // Orders: sent, naming their file, ACH ones with their trace number; events in order.

@@ -64,6 +64,17 @@ pub struct Run<'a> {
     /// Sandbox orders wait this long after their last change before a cut-off takes them (the
     /// sandbox bank's pace, `--sandbox-step-ms`); live orders only wait for `process_after`.
     pub sandbox_pace: Duration,
+    /// When the run began, on this process's monotonic clock: what [`Run::at`] adds to `now`.
+    pub started: std::time::Instant,
+}
+
+impl Run<'_> {
+    /// The instant now, as the run's clock tells it: `now` plus the time the run has taken, so
+    /// a file's `written_at` and `uploaded_at` say when those happened, on the same clock as
+    /// everything else the run stamps.
+    pub fn at(&self) -> Timestamp {
+        self.now.plus_micros(i64::try_from(self.started.elapsed().as_micros()).unwrap_or(i64::MAX))
+    }
 }
 
 impl Run<'_> {
@@ -164,6 +175,7 @@ pub async fn run_paced(
         now,
         data_dir,
         sandbox_pace,
+        started: std::time::Instant::now(),
     };
     let result = run_leased(&run, mode).await;
     lease.release().await;
