@@ -346,6 +346,43 @@ async fn i5_a_claim_whose_request_was_dropped_leaves_the_key_free() {
 }
 
 on_both_stores! {
+/// I5: the same when the claim was taken and its answer delivered, but the request was dropped
+/// before reading it: the key is given back, not held for the lease.
+#[tokio::test]
+async fn i5_a_claim_answered_to_a_dropped_request_leaves_the_key_free() {
+    use futures_util::FutureExt;
+    use payrail::store::Claim;
+    let server = TestServer::start().await;
+    let store = server.store.clone();
+    let now = server.clock.now();
+    let mut pending = Box::pin(store.claim("scope", "answered-unread", now, 10_000));
+    match (&mut pending).now_or_never() {
+        // Answered at once (SQLite): nothing waits in a queue, so nothing can be left unread.
+        Some(claim) => {
+            if let Ok(Claim::Acquired(token)) = claim {
+                store.release(&token).await;
+            }
+            return;
+        }
+        None => {}
+    }
+    // Queued (PostgreSQL): wait until a claimer has taken the key for it, and so answered it.
+    loop {
+        match store.claim("scope", "answered-unread", now, 10_000).await.expect("claim") {
+            Claim::InFlight => break,
+            Claim::Acquired(token) => store.release(&token).await,
+            Claim::Replay(_) => unreachable!("nothing was stored"),
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    drop(pending); // answered, never read
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let again = store.claim("scope", "answered-unread", now, 10_000).await.expect("claim");
+    assert!(matches!(again, Claim::Acquired(_)), "the key is still held by a claim nobody read: {again:?}");
+}
+}
+
+on_both_stores! {
 #[tokio::test]
 async fn i5_timed_out_original_frees_key() {
     let server = TestServer::start_with(|c| c.request_timeout_ms = 1000).await;

@@ -54,8 +54,33 @@ pub fn start(db: Db) -> Queue {
     tx
 }
 
-pub async fn submit(queue: &Queue, request: Request) -> Result<Claim> {
-    queue::submit(queue, request, "claimer").await
+/// Claims `request`'s key. If the caller is dropped before it has read the answer (its client
+/// hung up), the key is given back: the claim may have been taken, even delivered, with nobody
+/// left to free it before its lease ran out (I5). Release is by nonce, so a claim never taken,
+/// or taken by another request since, is left alone.
+pub async fn submit(db: &Db, queue: &Queue, request: Request) -> Result<Claim> {
+    let mut unread = Unread { db: db.clone(), request: Some((request.api_key_id.clone(), request.key.clone(), request.nonce)) };
+    let claim = queue::submit(queue, request, "claimer").await;
+    unread.request = None;
+    claim
+}
+
+/// The claim of a caller still waiting for its answer; see [`submit`].
+struct Unread {
+    db: Db,
+    request: Option<(String, String, i64)>,
+}
+
+impl Drop for Unread {
+    fn drop(&mut self) {
+        let Some((api_key_id, key, nonce)) = self.request.take() else { return };
+        let db = self.db.clone();
+        let now = Timestamp::from_micros(0);
+        let request = Request { api_key_id, key, nonce, lease_until: now, now };
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move { give_back(&db, &[request]).await });
+        }
+    }
 }
 
 async fn claimer(db: Db, jobs: queue::Jobs<Request, Claim>) {

@@ -528,7 +528,7 @@ impl Store for PostgresStore {
         let nonce: i64 = rand::rng().random_range(1..i64::MAX);
         let lease_until = now.plus_micros(i64::try_from(lease_ms).unwrap_or(i64::MAX / 1000).saturating_mul(1000));
         let request = claims::Request { api_key_id: api_key_id.to_owned(), key: key.to_owned(), nonce, lease_until, now };
-        claims::submit(&self.claims, request).await
+        claims::submit(&self.db, &self.claims, request).await
     }
 
     async fn renew(&self, token: &ClaimToken, now: Timestamp, lease_ms: u64) -> Result<bool> {
