@@ -356,15 +356,12 @@ async fn i5_a_claim_answered_to_a_dropped_request_leaves_the_key_free() {
     let store = server.store.clone();
     let now = server.clock.now();
     let mut pending = Box::pin(store.claim("scope", "answered-unread", now, 10_000));
-    match (&mut pending).now_or_never() {
-        // Answered at once (SQLite): nothing waits in a queue, so nothing can be left unread.
-        Some(claim) => {
-            if let Ok(Claim::Acquired(token)) = claim {
-                store.release(&token).await;
-            }
-            return;
+    // Answered at once (SQLite): nothing waits in a queue, so nothing can be left unread.
+    if let Some(claim) = (&mut pending).now_or_never() {
+        if let Ok(Claim::Acquired(token)) = claim {
+            store.release(&token).await;
         }
-        None => {}
+        return;
     }
     // Queued (PostgreSQL): wait until a claimer has taken the key for it, and so answered it.
     loop {

@@ -346,7 +346,46 @@ async fn w4_a_full_pool_of_hanging_sends_does_not_delay_a_tenant_with_none() {
         worst = worst.max(latency);
     }
     assert!(worst < Duration::from_millis(2_000), "a tenant with nothing in flight waited {worst:?} behind a full pool");
+
+    // A burst to a receiver that answers in 300 ms goes out with the tenant's own share in
+    // parallel (2 here), not one send at a time, though the pool is still full.
+    let (slow_port, most_at_once) = counting_receiver(Duration::from_millis(300)).await;
+    let burst_key = server.key_for("org-e", Mode::Sandbox).await;
+    assert_eq!(create_endpoint(&server, &burst_key, &format!("http://127.0.0.1:{slow_port}/hook")).await.0, 201);
+    for i in 0..6 {
+        counterparty(&server, &burst_key, &format!("Burst {i}")).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while most_at_once.load(std::sync::atomic::Ordering::SeqCst) < 2 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(most_at_once.load(std::sync::atomic::Ordering::SeqCst), 2, "the burst went out one send at a time behind the full pool");
 }
+}
+
+/// A receiver that answers 200 after `delay`; the most requests it held at once.
+async fn counting_receiver(delay: Duration) -> (u16, Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (now, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let seen = most.clone();
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move || {
+            let (now, most) = (now.clone(), most.clone());
+            async move {
+                most.fetch_max(now.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+                tokio::time::sleep(delay).await;
+                now.fetch_sub(1, Ordering::SeqCst);
+                StatusCode::OK
+            }
+        }),
+    );
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (port, seen)
 }
 
 /// The spellings of non-public addresses a live endpoint must refuse (SPEC W5).

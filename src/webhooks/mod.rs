@@ -11,9 +11,10 @@
 //!    `webhook_in_flight_max` in all, `webhook_tenant_in_flight_max` per tenant and
 //!    `webhook_endpoint_in_flight_max` per endpoint. So a tenant whose receivers hang holds
 //!    only its own share, and the others keep theirs (W4): with the defaults (64, 8, 4), up to
-//!    eight tenants whose every receiver hangs fill the pool, and past that a tenant with
-//!    nothing in flight still gets one send beyond it, so no number of hanging tenants delays
-//!    one whose receivers answer; the rotation hands each freed slot to the tenants in turn.
+//!    eight tenants whose every receiver hangs fill the pool, and past that a tenant whose
+//!    receivers answer (no send of its took half the timeout in the last minute) still gets its
+//!    own share beyond it, so no number of hanging tenants delays it; the rotation hands each
+//!    freed slot to the tenants in turn.
 //! 3. Each leased delivery is sent in its own task; its outcome is recorded under the lease.
 //!
 //! All state is in the store, so deliveries survive restarts; a lease (`webhook_lease_ms`,
@@ -98,13 +99,18 @@ impl Settings {
     }
 }
 
-/// Sends in flight, per endpoint, per tenant and in all.
+/// Sends in flight, per endpoint, per tenant and in all; and the tenants whose receivers are
+/// slow (a send that took half the timeout or more), until when.
 #[derive(Debug, Default)]
 struct InFlight {
     per_endpoint: HashMap<String, usize>,
     per_tenant: HashMap<Scope, usize>,
     total: usize,
+    slow_until: HashMap<Scope, Instant>,
 }
+
+/// How long a tenant counts as slow after one of its sends was.
+const SLOW_MEMORY: Duration = Duration::from_secs(60);
 
 impl InFlight {
     fn add(&mut self, scope: &Scope, endpoint_id: &str) {
@@ -113,10 +119,19 @@ impl InFlight {
         self.total += 1;
     }
 
-    fn remove(&mut self, scope: &Scope, endpoint_id: &str) {
+    fn remove(&mut self, scope: &Scope, endpoint_id: &str, slow: bool) {
         self.total = self.total.saturating_sub(1);
         decrement(&mut self.per_endpoint, endpoint_id);
         decrement(&mut self.per_tenant, scope);
+        if slow {
+            let now = Instant::now();
+            self.slow_until.retain(|_, until| *until > now);
+            self.slow_until.insert(scope.clone(), now + SLOW_MEMORY);
+        }
+    }
+
+    fn is_slow(&self, scope: &Scope) -> bool {
+        self.slow_until.get(scope).is_some_and(|until| *until > Instant::now())
     }
 }
 
@@ -233,11 +248,11 @@ impl Worker {
                 if free.tenant == 0 {
                     break;
                 }
-                // A full pool still gives a tenant with nothing in flight one send: however
-                // many tenants' receivers hang, they never delay one that has none (W4). The
-                // pool bounds everything else; this goes past it by at most one send a tenant.
-                let idle = free.tenant == self.settings.tenant_in_flight_max;
-                let total = if free.total == 0 && idle { 1 } else { free.total };
+                // A full pool (other tenants' receivers hanging) does not hold back a tenant
+                // whose receivers answer: it still gets its own share (W4). The pool bounds the
+                // slow ones; a tenant counts as slow for a minute after a send of its took half
+                // the timeout, so the pool is exceeded only by sends that end quickly.
+                let total = if free.total == 0 && !free.slow { free.tenant } else { free.total };
                 let limit = free.endpoint.min(free.tenant).min(total);
                 if limit > 0 {
                     self.claim_for(endpoint, limit).await;
@@ -269,6 +284,7 @@ impl Worker {
             total: s.in_flight_max.saturating_sub(in_flight.total),
             tenant: s.tenant_in_flight_max.saturating_sub(in_flight.per_tenant.get(scope).copied().unwrap_or(0)),
             endpoint: s.endpoint_in_flight_max.saturating_sub(in_flight.per_endpoint.get(endpoint_id).copied().unwrap_or(0)),
+            slow: in_flight.is_slow(scope),
         }
     }
 
@@ -284,7 +300,14 @@ impl Worker {
         };
         let endpoint_id = endpoint.state.endpoint_id.clone();
         self.in_flight.lock().unwrap_or_else(|p| p.into_inner()).add(&endpoint.scope, &endpoint_id);
-        let slot = SlotGuard { in_flight: self.in_flight.clone(), wake: self.wake.clone(), scope: endpoint.scope.clone(), endpoint_id };
+        let slot = SlotGuard {
+            in_flight: self.in_flight.clone(),
+            wake: self.wake.clone(),
+            scope: endpoint.scope.clone(),
+            endpoint_id,
+            started: Instant::now(),
+            slow_after: self.settings.timeout / 2,
+        };
         let send = Send {
             store: self.store.clone(),
             clock: self.clock.clone(),
@@ -325,6 +348,7 @@ struct Free {
     total: usize,
     tenant: usize,
     endpoint: usize,
+    slow: bool,
 }
 
 /// Frees a send's slot however its task ends, and wakes the worker to fill it.
@@ -333,11 +357,14 @@ struct SlotGuard {
     wake: Arc<Notify>,
     scope: Scope,
     endpoint_id: String,
+    started: Instant,
+    slow_after: Duration,
 }
 
 impl Drop for SlotGuard {
     fn drop(&mut self) {
-        self.in_flight.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.scope, &self.endpoint_id);
+        let slow = self.started.elapsed() >= self.slow_after;
+        self.in_flight.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.scope, &self.endpoint_id, slow);
         self.wake.notify_one();
     }
 }
