@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use bytes::Bytes;
 
 use super::AppState;
+use crate::base::secret_box::reply_purpose;
 use crate::domain::Commit;
 use crate::error::Error;
 use crate::store::{ClaimToken, CommitGate, StoredReply, Write, WriteBatch};
@@ -107,5 +108,3 @@ impl Commit for Committer<'_> {
         self.state.commit_reply(self.ctx, batch, self.status, body, true).await
     }
 }
-
-pub use crate::base::secret_box::reply_purpose;

@@ -43,8 +43,8 @@ impl<T: DeserializeOwned> FromRequest<AppState> for JsonBody<T> {
 }
 
 fn is_identity(coding: &[u8]) -> bool {
-    let coding = String::from_utf8_lossy(coding);
-    coding.trim().is_empty() || coding.trim().eq_ignore_ascii_case("identity")
+    let coding = coding.trim_ascii();
+    coding.is_empty() || coding.eq_ignore_ascii_case(b"identity")
 }
 
 fn is_json(content_type: &str) -> bool {

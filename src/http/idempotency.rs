@@ -191,7 +191,7 @@ fn opened_body(state: &AppState, reply: &StoredReply) -> Result<Bytes, Error> {
     if !secret_box::is_sealed(&reply.body) {
         return Ok(reply.body.clone());
     }
-    let purpose = crate::app::commit::reply_purpose(&reply.api_key_id, &reply.key);
+    let purpose = secret_box::reply_purpose(&reply.api_key_id, &reply.key);
     state
         .secrets
         .open(&reply.body, &purpose)

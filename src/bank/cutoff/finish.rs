@@ -107,8 +107,9 @@ async fn write_file(run: &Run<'_>, file: &mut files::Stored) -> Result<()> {
     next.status = FileStatus::Written;
     next.sha256 = Some(written.sha256);
     next.size_bytes = Some(written.size_bytes);
-    next.written_at = Some(run.at());
-    next.updated_at = next.written_at.unwrap_or(run.now);
+    let at = run.at();
+    next.written_at = Some(at);
+    next.updated_at = at;
     save_with(run, file, next, None, batch).await?;
     tracing::info!(connection = %run.connection_id, file = %file.file.id, name = %file.file.name, orders = file.file.order_count, "bank file written");
     Ok(())
@@ -223,12 +224,13 @@ async fn sent_batch(run: &Run<'_>, file: &BankFile, part: &files::Part, odfi: Op
 
 async fn record_uploaded(run: &Run<'_>, file: &mut files::Stored) -> Result<()> {
     let mut next = file.file.clone();
+    let at = run.at();
     next.status = FileStatus::Uploaded;
-    next.uploaded_at = Some(run.at());
+    next.uploaded_at = Some(at);
     next.upload_attempts += 1;
     next.last_error = None;
     next.next_attempt_at = None;
-    next.updated_at = next.uploaded_at.unwrap_or(run.now);
+    next.updated_at = at;
     save(run, file, next, None).await?;
     tracing::info!(connection = %run.connection_id, file = %file.file.id, name = %file.file.name, orders = file.file.order_count, "bank file uploaded");
     Ok(())

@@ -75,9 +75,7 @@ impl Run<'_> {
     pub fn at(&self) -> Timestamp {
         self.now.plus_micros(i64::try_from(self.started.elapsed().as_micros()).unwrap_or(i64::MAX))
     }
-}
 
-impl Run<'_> {
     /// Whether this run is a cut-off of an organization's built-in sandbox connection.
     pub fn is_sandbox_bank(&self) -> bool {
         crate::domain::connection::is_builtin(&self.scope, &self.connection_id)

@@ -59,26 +59,38 @@ pub fn start(db: Db) -> Queue {
 /// left to free it before its lease ran out (I5). Release is by nonce, so a claim never taken,
 /// or taken by another request since, is left alone.
 pub async fn submit(db: &Db, queue: &Queue, request: Request) -> Result<Claim> {
-    let mut unread = Unread { db: db.clone(), request: Some((request.api_key_id.clone(), request.key.clone(), request.nonce)) };
+    let mut unread = Unread { db: db.clone(), held: Some(Held::of(&request)) };
     let claim = queue::submit(queue, request, "claimer").await;
-    unread.request = None;
+    unread.held = None;
     claim
+}
+
+/// A key as one request claims it: what a release names. By nonce, so a claim of the key
+/// another request holds is left alone.
+struct Held {
+    api_key_id: String,
+    key: String,
+    nonce: i64,
+}
+
+impl Held {
+    fn of(request: &Request) -> Held {
+        Held { api_key_id: request.api_key_id.clone(), key: request.key.clone(), nonce: request.nonce }
+    }
 }
 
 /// The claim of a caller still waiting for its answer; see [`submit`].
 struct Unread {
     db: Db,
-    request: Option<(String, String, i64)>,
+    held: Option<Held>,
 }
 
 impl Drop for Unread {
     fn drop(&mut self) {
-        let Some((api_key_id, key, nonce)) = self.request.take() else { return };
+        let Some(held) = self.held.take() else { return };
         let db = self.db.clone();
-        let now = Timestamp::from_micros(0);
-        let request = Request { api_key_id, key, nonce, lease_until: now, now };
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move { give_back(&db, &[request]).await });
+            runtime.spawn(async move { give_back(&db, &[held]).await });
         }
     }
 }
@@ -143,22 +155,21 @@ async fn claim_group(db: &Db, mut group: Vec<Job>) {
 /// Answers one request; the key it took, if nobody was left to receive it (the client hung up
 /// while its claim was in the database): that key is given back at once, or every retry would
 /// answer 409 until its lease ran out (I5).
-fn answer(job: Job, claim: Result<Claim>) -> Option<Request> {
+fn answer(job: Job, claim: Result<Claim>) -> Option<Held> {
     match job.done.send(claim) {
-        Err(Ok(Claim::Acquired(_))) => Some(job.item),
+        Err(Ok(Claim::Acquired(_))) => Some(Held { api_key_id: job.item.api_key_id, key: job.item.key, nonce: job.item.nonce }),
         _ => None,
     }
 }
 
-async fn give_back(db: &Db, requests: &[Request]) {
-    if requests.is_empty() {
+async fn give_back(db: &Db, held: &[Held]) {
+    if held.is_empty() {
         return;
     }
     let Ok(client) = db.get().await else { return };
-    let requests: Vec<&Request> = requests.iter().collect();
     // Bounded as any call; on failure `release` logs, and the leases free the keys.
     let outcome = within(db.deadline, async {
-        release(&client, &requests).await;
+        release(&client, held.iter().map(|h| (h.api_key_id.as_str(), h.key.as_str(), h.nonce))).await;
         Ok(())
     })
     .await;
@@ -246,16 +257,15 @@ async fn claim_on(client: &Object, requests: &[&Request]) -> Result<Vec<Claim>> 
         Ok(rows) => rows,
         Err(err) => {
             // Give back what the first statement took: a retry must not wait for the leases.
-            release(client, &requests.iter().copied().filter(is_taken).collect::<Vec<_>>()).await;
+            release(client, requests.iter().copied().filter(is_taken).map(named)).await;
             return Err(db_err(err));
         }
     };
     let mut late: HashMap<(&str, &str), StoredReply> =
         second_look.iter().map(|row| ((row.get(0), row.get(1)), reply_from(row.get(0), row.get(1), row))).collect();
     // Taken, but a reply was committed as the previous owner let go: give the key back, replay.
-    let give_back: Vec<&Request> =
-        requests.iter().copied().filter(|r| is_taken(r) && late.contains_key(&(r.api_key_id.as_str(), r.key.as_str()))).collect();
-    release(client, &give_back).await;
+    let replied = |r: &&Request| is_taken(r) && late.contains_key(&(r.api_key_id.as_str(), r.key.as_str()));
+    release(client, requests.iter().copied().filter(replied).map(named)).await;
     Ok(requests
         .iter()
         .map(|r| {
@@ -274,13 +284,22 @@ async fn claim_on(client: &Object, requests: &[&Request]) -> Result<Vec<Claim>> 
         .collect())
 }
 
-async fn release(client: &Object, requests: &[&Request]) {
-    if requests.is_empty() {
+/// A request's key as [`release`] names it.
+fn named(request: &Request) -> (&str, &str, i64) {
+    (&request.api_key_id, &request.key, request.nonce)
+}
+
+/// Gives back the claims named by (idempotency scope, key, nonce).
+async fn release<'a>(client: &Object, held: impl IntoIterator<Item = (&'a str, &'a str, i64)>) {
+    let (mut ids, mut keys, mut nonces): (Vec<&str>, Vec<&str>, Vec<i64>) = (Vec::new(), Vec::new(), Vec::new());
+    for (id, key, nonce) in held {
+        ids.push(id);
+        keys.push(key);
+        nonces.push(nonce);
+    }
+    if ids.is_empty() {
         return;
     }
-    let ids: Vec<&str> = requests.iter().map(|r| r.api_key_id.as_str()).collect();
-    let keys: Vec<&str> = requests.iter().map(|r| r.key.as_str()).collect();
-    let nonces: Vec<i64> = requests.iter().map(|r| r.nonce).collect();
     if let Err(err) = client.execute(RELEASE_SQL, &[&ids, &keys, &nonces]).await {
         // The lease frees the keys anyway; until then retries answer 409 (I8).
         tracing::warn!(error = %crate::error::chain(&err), "giving back idempotency claims failed; their leases will free them");
