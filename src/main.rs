@@ -658,9 +658,12 @@ async fn run_bank(
             let files = cutoff::list_files(store.as_ref(), connection.as_deref()).await?;
             let received = payrail::bank::inbound::list_files(store.as_ref(), connection.as_deref()).await?;
             if json {
-                let sent = files.iter().map(|f| cutoff::file_json(&f.scope, &f.file));
-                let got = received.iter().map(|f| payrail::bank::inbound::file_json(&f.scope, &f.file));
-                println!("{}", serde_json::Value::Array(sent.chain(got).collect()));
+                let mut listed = Vec::with_capacity(files.len() + received.len());
+                for stored in &files {
+                    listed.push(cutoff::listed_json(store.as_ref(), stored).await?);
+                }
+                listed.extend(received.iter().map(|f| payrail::bank::inbound::file_json(&f.scope, &f.file)));
+                println!("{}", serde_json::Value::Array(listed));
             } else {
                 print_files(&files, &received);
             }

@@ -80,7 +80,8 @@ fn assert_xsd_valid(file: &Path) {
 
 /// Every order of `ids` in exactly one uploaded file: its `bank_file_id` names an uploaded file;
 /// each file's entries (parsed from the bytes in the outbound folder) are exactly its orders,
-/// with their amounts and trace numbers; counts and totals match; no file twice, no `.part`.
+/// with their amounts and trace numbers; counts, totals and the ids `bank files` lists match; no
+/// file twice, no `.part`.
 async fn assert_each_in_exactly_one_file(server: &TestServer, live: &Live, scope: &Scope, ids: &BTreeSet<String>) {
     let files = bank_files(server, &live.connection).await;
     let outbound = folder(&live.outbound);
@@ -89,6 +90,7 @@ async fn assert_each_in_exactly_one_file(server: &TestServer, live: &Live, scope
     // (file id, trace number) -> amount, from the orders.
     let mut from_orders: BTreeMap<(String, String), u64> = BTreeMap::new();
     let mut per_file: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    let mut ids_per_file: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for stored in all_orders(server.store.as_ref(), scope).await {
         if !ids.contains(&stored["id"].as_str().unwrap().to_owned()) {
             continue;
@@ -101,6 +103,7 @@ async fn assert_each_in_exactly_one_file(server: &TestServer, live: &Live, scope
         let amount = stored["amount"].as_u64().unwrap();
         let previous = from_orders.insert((file_id.clone(), traces[0]["reference_number"].as_str().unwrap().to_owned()), amount);
         assert!(previous.is_none(), "two orders with one trace number in one file");
+        ids_per_file.entry(file_id.clone()).or_default().insert(stored["id"].as_str().unwrap().to_owned());
         let totals = per_file.entry(file_id).or_default();
         totals.0 += 1;
         totals.1 += amount;
@@ -117,7 +120,16 @@ async fn assert_each_in_exactly_one_file(server: &TestServer, live: &Live, scope
             payrail::bank::formats::nacha::parse(std::str::from_utf8(bytes).unwrap()).expect("the project's NACHA parser reads it");
         let entries: Vec<_> = parsed.batches.iter().flat_map(|b| b.entries.iter()).collect();
         let (count, total) = per_file.get(&id).copied().unwrap_or_default();
-        assert_eq!((file["orders"].as_u64().unwrap(), entries.len() as u64), (count, count), "file {} carries its orders", file["name"]);
+        assert_eq!(
+            (file["order_count"].as_u64().unwrap(), entries.len() as u64),
+            (count, count),
+            "file {} carries its orders",
+            file["name"]
+        );
+        let listed: Vec<String> = file["orders"].as_array().unwrap().iter().map(|o| o.as_str().unwrap().to_owned()).collect();
+        let listed_set: BTreeSet<String> = listed.iter().cloned().collect();
+        assert_eq!(listed.len(), listed_set.len(), "file {} lists an order twice", file["name"]);
+        assert_eq!(Some(&listed_set), ids_per_file.get(&id).or(Some(&BTreeSet::new())), "file {} lists its orders by id", file["name"]);
         assert_eq!(file["credit_total"].as_u64().unwrap(), total, "file {} totals", file["name"]);
         for entry in entries {
             from_files.insert((id.clone(), entry.detail.trace.to_string()), entry.detail.amount_cents);

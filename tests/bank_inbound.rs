@@ -95,7 +95,8 @@ fn names_in(dir: &Path) -> Vec<String> {
 
 on_both_stores! {
     /// B4, B5, B6: a pain.002 rejection fails the wire order it names (reason kept), once; the
-    /// file leaves the inbound folder, is listed as received and shown byte for byte; the same
+    /// file leaves the inbound folder, is listed as received (with the order it moved) and shown
+    /// byte for byte, beside the sent file (with the orders it carried); the same
     /// bytes again under another name change nothing; an accepted status moves nothing.
     #[tokio::test]
     async fn b5_a_pain002_rejection_fails_the_order_once_and_the_file_is_kept() {
@@ -125,6 +126,14 @@ on_both_stores! {
         assert_eq!(received.len(), 1, "{files:?}");
         assert_eq!((received[0]["status"].as_str(), received[0]["rail"].as_str()), (Some("applied"), Some("pain.002")));
         assert_eq!(received[0]["sha256"], sha256_hex(report.as_bytes()));
+        assert_eq!((&received[0]["orders"], &received[0]["order_count"]), (&json!([id]), &json!(1)), "the orders it moved, by id");
+        let sent: Vec<&Value> = files.iter().filter(|f| f["direction"] == "outbound").collect();
+        assert_eq!(sent.len(), 1, "{files:?}");
+        let mut carried = vec![id, accepted["id"].as_str().unwrap()];
+        carried.sort_unstable();
+        let mut listed: Vec<&str> = sent[0]["orders"].as_array().unwrap().iter().map(|o| o.as_str().unwrap()).collect();
+        listed.sort_unstable();
+        assert_eq!((listed, &sent[0]["order_count"]), (carried, &json!(2)), "the orders the wire file carried, by id");
         let shown = common::cli(&server, &["bank", "files", "show", received[0]["id"].as_str().unwrap()]).await;
         assert!(shown.status.success(), "{}", text(&shown.stderr));
         assert_eq!(shown.stdout, report.as_bytes(), "kept byte for byte");

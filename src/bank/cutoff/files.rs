@@ -221,6 +221,18 @@ pub async fn part(store: &dyn Store, scope: &Scope, file: &BankFile, group: usiz
     serde_json::from_str(&stored.doc).map_err(|e| Error::internal(format!("stored bank file part {id}: {e}")))
 }
 
+/// The ids of the orders `file` carries, in the file's order (its groups in order, each
+/// group's parts in order): what `payrail bank files --json` lists (SPEC B6).
+pub async fn order_ids(store: &dyn Store, scope: &Scope, file: &BankFile) -> Result<Vec<String>> {
+    let mut ids = Vec::with_capacity(usize::try_from(file.order_count).unwrap_or(0));
+    for group in &file.groups {
+        for n in 0..group.parts {
+            ids.extend(part(store, scope, file, group.index, n).await?.items.into_iter().map(|item| item.order_id));
+        }
+    }
+    Ok(ids)
+}
+
 /// The unique key that keeps two files of one connection from sharing a name.
 pub fn name_key(connection_id: &str, name: &str) -> String {
     format!("bank_file_name/{connection_id}/{name}")

@@ -320,7 +320,7 @@ pub fn file_json(scope: &Scope, f: &BankFile) -> serde_json::Value {
         "rail": f.rail,
         "status": f.status.as_str(),
         "trace_start": f.trace_start,
-        "orders": f.order_count,
+        "order_count": f.order_count,
         "credit_total": f.credit_total,
         "debit_total": f.debit_total,
         "upload_attempts": f.upload_attempts,
@@ -330,6 +330,15 @@ pub fn file_json(scope: &Scope, f: &BankFile) -> serde_json::Value {
         "written_at": f.written_at,
         "uploaded_at": f.uploaded_at,
     })
+}
+
+/// A file as `payrail bank files --json` lists it: [`file_json`] with `orders`, the ids of the
+/// orders it carries in the file's order (SPEC B6). Events carry [`file_json`] alone, so that a
+/// file of 100,000 orders does not make every event of it megabytes long.
+pub async fn listed_json(store: &dyn Store, stored: &files::Stored) -> Result<serde_json::Value> {
+    let mut json = file_json(&stored.scope, &stored.file);
+    json["orders"] = files::order_ids(store, &stored.scope, &stored.file).await?.into();
+    Ok(json)
 }
 
 /// The files `payrail bank files` lists: one connection's (newest first) or every tenant's

@@ -448,7 +448,8 @@ impl Staging<'_, '_> {
             balance_report::stage_balance_report(self.ctx, self.batch, new)?;
             self.effects.balance_reports += 1;
         }
-        self.effects.orders = self.orders.finish(self.ctx, self.batch)? as u64;
+        self.effects.order_ids = self.orders.finish(self.ctx, self.batch)?;
+        self.effects.orders = self.effects.order_ids.len() as u64;
         self.fixes.finish(self.ctx, self.batch)?;
         Ok(self.effects)
     }

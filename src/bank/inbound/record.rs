@@ -55,6 +55,9 @@ pub struct Effects {
     pub answers: u64,
     /// Payment orders it moved (completed, failed, returned).
     pub orders: u64,
+    /// Their ids, in id order (files applied by releases before 2026-11-29 kept the count alone).
+    #[serde(default)]
+    pub order_ids: Vec<String>,
     pub transactions: u64,
     pub returns: u64,
     pub corrections: u64,

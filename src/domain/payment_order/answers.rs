@@ -228,14 +228,16 @@ impl Orders {
         Ok(ours)
     }
 
-    /// Stages the replace of every order that moved, each against the version first read.
-    pub fn finish(self, ctx: &Ctx<'_>, batch: &mut WriteBatch) -> Result<usize> {
-        let mut moved = 0;
+    /// Stages the replace of every order that moved, each against the version first read, and
+    /// gives their ids, sorted.
+    pub fn finish(self, ctx: &Ctx<'_>, batch: &mut WriteBatch) -> Result<Vec<String>> {
+        let mut moved = Vec::new();
         for tracked in self.by_id.into_values().filter(|t| t.moved) {
             let json = to_json(&tracked.order)?;
             batch.push(Write::Replace { record: record(ctx, &tracked.order, json), expected_version: tracked.version });
-            moved += 1;
+            moved.push(tracked.order.id.to_string());
         }
+        moved.sort_unstable();
         Ok(moved)
     }
 }
