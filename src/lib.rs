@@ -120,10 +120,12 @@ fn postgres_options(config: &Config) -> store::postgres::Options {
 
 /// The master key ring of `--master-key-file`, or the data directory's `master.key` (made on
 /// first use, 0600, with a log line saying production should keep it elsewhere). The data
-/// directory is made 0700 (or tightened to it) first (SPEC S4).
+/// directory is made 0700 (or tightened to it) first, and whatever is below it owner-only
+/// (SPEC S4).
 pub fn open_secrets(config: &Config) -> anyhow::Result<Arc<SecretBox>> {
     base::private_fs::ensure_private_dir(&config.data_dir)
         .with_context(|| format!("making the data directory {} private", config.data_dir.display()))?;
+    base::private_fs::tighten_tree(&config.data_dir);
     let (secrets, created) = SecretBox::load_or_create(config.master_key_file.as_deref(), &config.data_dir)?;
     let path = secrets.path().map(|p| p.display().to_string()).unwrap_or_default();
     if created {

@@ -1,7 +1,8 @@
 //! Files only their owner can read (SPEC S4): the data directory is 0700 and every file Payrail
 //! makes in it 0600, whatever the process umask. Files are opened with the mode explicitly (the
 //! umask can only take bits away), and a directory or file left wider by an older release or
-//! by hand is tightened at start, with a log line saying so.
+//! by hand is tightened at start, with a log line saying so: the data directory itself and
+//! everything below it.
 //!
 //! SQLite creates its `-wal` and `-shm` files with the mode of the database file, so creating
 //! the database file 0600 before SQLite opens it is enough for all three.
@@ -57,6 +58,39 @@ pub fn tighten(path: &Path, mode: u32) -> std::io::Result<()> {
         tracing::warn!(path = %path.display(), was = %format!("{was:o}"), now = %format!("{mode:o}"), "tightened permissions: only the owner may read Payrail's data (SPEC S4)");
     }
     Ok(())
+}
+
+/// Tightens everything below `dir` that group or others can reach: directories to 0700, files
+/// to 0600 (each logged). Symbolic links are neither followed nor changed. A directory or file
+/// made wider by hand or by another program is unreachable through `dir` at 0700 already; this
+/// keeps it private if `dir` is ever opened up or copied with its modes. Best effort: what
+/// cannot be read or changed (owned by another user) is logged and left.
+pub fn tighten_tree(dir: &Path) {
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(at) = pending.pop() {
+        let entries = match std::fs::read_dir(&at) {
+            Ok(entries) => entries,
+            Err(err) => {
+                tracing::warn!(path = %at.display(), error = %err, "could not read a data directory folder to check its permissions");
+                continue;
+            }
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let Ok(kind) = entry.file_type() else { continue };
+            let tightened = if kind.is_dir() {
+                pending.push(path.clone());
+                tighten(&path, DIR_MODE)
+            } else if kind.is_file() {
+                tighten_file(&path)
+            } else {
+                Ok(())
+            };
+            if let Err(err) = tightened {
+                tracing::warn!(path = %path.display(), error = %err, "could not make a data directory entry owner-only (SPEC S4)");
+            }
+        }
+    }
 }
 
 /// Tightens an existing file to 0600 (see [`tighten`]).
@@ -130,6 +164,29 @@ mod tests {
         assert_eq!(mode(&file), 0o600);
         replace(&file, b"x").unwrap();
         assert_eq!((mode(&file), std::fs::read(&file).unwrap()), (0o600, b"x".to_vec()));
+    }
+
+    /// Found by the security audit: a folder or file made wider by something else below the
+    /// data directory stayed wide.
+    #[test]
+    fn s4_everything_below_the_data_directory_is_tightened_and_links_are_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        let deep = data.join("bank/outbound");
+        std::fs::create_dir_all(&deep).unwrap();
+        for folder in [&data.join("bank"), &deep] {
+            std::fs::set_permissions(folder, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let file = deep.join("file.ach");
+        std::fs::write(&file, b"x").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let outside = dir.path().join("outside");
+        std::fs::write(&outside, b"y").unwrap();
+        std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::os::unix::fs::symlink(&outside, data.join("link")).unwrap();
+        tighten_tree(&data);
+        assert_eq!((mode(&data.join("bank")), mode(&deep), mode(&file)), (0o700, 0o700, 0o600));
+        assert_eq!(mode(&outside), 0o644, "a link's target outside is not changed");
     }
 
     /// Found by the hostile audit: `--data-dir` naming a file made that file 0700.
