@@ -827,7 +827,13 @@ on_both_stores! {
         let stranger = server.key_for("another-org", Mode::Sandbox).await;
         let (status, theirs) = json(server.get("/api/ledger_entries?status=posted&direction=credit", &stranger).send().await.unwrap()).await;
         assert_eq!((status, theirs), (200, json!([])), "another organization sees none of these entries");
-        for (query, parameter) in [("status=settled", "status"), ("direction=up", "direction"), ("effective_at%5Bgte%5D=soon", "effective_at[gte]")] {
+        let refused = [
+            ("status=settled", "status"),
+            ("direction=up", "direction"),
+            ("effective_at%5Bgte%5D=soon", "effective_at[gte]"),
+            ("effective_at%5Bgtee%5D=2026-03-20T12:00:00Z", "effective_at[gtee]"),
+        ];
+        for (query, parameter) in refused {
             let (status, body) = json(server.get(&format!("{on_a}&{query}"), &key).send().await.unwrap()).await;
             assert_error(status, &body, 422, "parameter_invalid");
             assert_eq!(body["errors"]["parameter"], parameter, "{body}");

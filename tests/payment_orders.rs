@@ -46,6 +46,13 @@ async fn create_order(server: &TestServer, key: &Key, body: &Value) -> Value {
     body
 }
 
+/// How many items the first page of `path` holds (at most 100).
+async fn list_len(server: &TestServer, key: &Key, path: &str) -> usize {
+    let (status, body) = json(server.get(&format!("{path}?per_page=100"), key).send().await.unwrap()).await;
+    assert_eq!(status, 200, "{body}");
+    body.as_array().unwrap().len()
+}
+
 async fn patch_order(server: &TestServer, key: &Key, id: &str, body: &Value) -> (u16, Value) {
     json(server.patch(&format!("/api/payment_orders/{id}"), key, body).send().await.unwrap()).await
 }
@@ -187,6 +194,19 @@ async fn e2_book_transfer_between_internal_accounts() {
     let (status, body) = json(server.post("/api/payment_orders", &key, &order(&from, &to, 1)).send().await.unwrap()).await;
     assert_error(status, &body, 422, "parameter_invalid");
     assert_eq!(body["errors"]["parameter"], "receiving_account_id", "an ach order cannot pay an internal account");
+    let said = body["errors"]["message"].as_str().unwrap();
+    assert!(said.contains("internal account") && !said.contains("does not name"), "the account exists; say why it cannot be paid: {said}");
+
+    // Found by the core audit: a book order crossed currencies, or paid its own account.
+    let euros = internal_account(&server, &key, "EUR").await;
+    let before = list_len(&server, &key, "/api/payment_orders").await;
+    for (receiving, why) in [(&euros, "another currency"), (&from, "itself")] {
+        let body = json!({"type": "book", "amount": 1, "direction": "credit", "originating_account_id": from, "receiving_account_id": receiving});
+        let (status, refused) = json(server.post("/api/payment_orders", &key, &body).send().await.unwrap()).await;
+        assert_error(status, &refused, 422, "parameter_invalid");
+        assert_eq!(refused["errors"]["parameter"], "receiving_account_id", "a book order to {why}: {refused}");
+    }
+    assert_eq!(list_len(&server, &key, "/api/payment_orders").await, before, "a refused order is not created");
 }
 }
 

@@ -519,6 +519,15 @@ async fn e_internal_account_crud() {
     assert_eq!(fetch(&server, &path, &key).await, operating);
     assert_eq!(ids(&list(&server, "/api/internal_accounts", &key).await), vec![id(&payroll), id(&operating)], "newest first");
     assert_eq!(ids(&list(&server, "/api/internal_accounts?currency=EUR", &key).await), vec![id(&payroll)]);
+    // Found by the core audit: a currency that is none answered an empty page.
+    let (status, body) = status_of(server.get("/api/internal_accounts?currency=ZZZ", &key)).await;
+    assert_eq!((status, body["errors"]["parameter"].as_str()), (422, Some("currency")), "{body}");
+    // Range filters this list does not take are unknown parameters, ignored whatever their
+    // operator (L2); before, a misspelt operator was a 422 and a well-formed one was ignored.
+    for ignored in ["created_at[gte]=2099-01-01", "created_at[gtee]=2026-01-01", "updated_at[bogus]=x"] {
+        let listed = list(&server, &format!("/api/internal_accounts?{ignored}"), &key).await;
+        assert_eq!(ids(&listed), vec![id(&payroll), id(&operating)], "{ignored}");
+    }
     assert_eq!(ids(&list(&server, "/api/internal_accounts?metadata[dept]=hr", &key).await), vec![id(&payroll)]);
 
     server.clock.advance_secs(5);

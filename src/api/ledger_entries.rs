@@ -7,9 +7,8 @@ use axum::response::Response;
 
 use super::ledger_transactions::EffectiveParams;
 use super::{IdsParams, MetadataParams, OrderByParams, PageParams};
-use super::{newest_first_only, ok_json, param, unsupported_filters};
+use super::{effective_filter, newest_first_only, ok_json, param, unsupported_filters};
 use crate::app::{AppState, WriteContext};
-use crate::domain::ledger::effective_range;
 use crate::domain::ledger::entries::{self, EntryFilter, LedgerEntry};
 use crate::domain::ledger::transactions::{EntryPatch, update_entry};
 use crate::error::Error;
@@ -89,7 +88,7 @@ pub async fn list(State(state): State<AppState>, principal: Principal, paging: P
         ledger_transaction_id: param(&query, "ledger_transaction_id"),
         direction: param(&query, "direction"),
         statuses: query.all("status"),
-        effective: effective_range(|name| query.get(name))?,
+        effective: effective_filter(&query)?,
         metadata: query.metadata(),
         show_balances: show_balances(&query)?,
         ledger_account_settlement_id: param(&query, "ledger_account_settlement_id"),

@@ -6,9 +6,8 @@ use axum::http::StatusCode;
 use axum::response::Response;
 
 use super::{CreatedAtParams, DateRange, DateTimeRange, IdsParams, MetadataParams, OrderByParams, PageParams};
-use super::{created_json, newest_first_only, ok_json, param, time_filter, unsupported_filters};
+use super::{created_json, effective_filter, newest_first_only, ok_json, param, time_filter, unsupported_filters};
 use crate::app::{AppState, WriteContext};
-use crate::domain::ledger::effective_range;
 use crate::domain::ledger::transactions::{
     self, LedgerTransaction, ReversalInput, TransactionFilter, TransactionInput, TransactionPatch, VersionDoc,
 };
@@ -133,7 +132,7 @@ pub async fn list(State(state): State<AppState>, principal: Principal, paging: P
         reverses_ledger_transaction_id: param(&query, "reverses_ledger_transaction_id"),
         ledgerable_id: param(&query, "ledgerable_id"),
         ledgerable_type: param(&query, "ledgerable_type"),
-        effective: effective_range(|name| query.get(name))?,
+        effective: effective_filter(&query)?,
         metadata: query.metadata(),
         ledger_account_settlement_id: param(&query, "ledger_account_settlement_id"),
         ledger_account_category_id: param(&query, "ledger_account_category_id"),
@@ -229,6 +228,7 @@ pub async fn versions(State(state): State<AppState>, principal: Principal, pagin
 /// The filters both versions lists take: `version[...]` ranges and `created_at[...]`.
 fn version_list_filters(query: &QueryParams) -> Result<Vec<Filter>, Error> {
     unsupported_filters(query, &["ledger_account_statement_id"])?;
+    crate::http::extract::unknown_operator(query, &["version"])?;
     let mut filters = transactions::version_filters(|name| query.get(name))?;
     let (created_from, created_to) = time_filter(query, "created_at")?;
     filters.extend(created_from.map(Filter::CreatedFrom));

@@ -266,6 +266,7 @@ fn newest_first_only(query: &QueryParams) -> Result<(), crate::error::Error> {
 /// MT's `name[gt|gte|lt|lte|eq]=...` time filters as an inclusive range; a bare `name=...` is
 /// read as `[eq]`, as the other range filters read it (never ignored: the name is known).
 fn time_filter(query: &QueryParams, name: &str) -> Result<(Option<Timestamp>, Option<Timestamp>), crate::error::Error> {
+    crate::http::extract::unknown_operator(query, &[name])?;
     let bound = |op: &str, upper: bool| time_bound(&format!("{name}[{op}]"), query.get(&format!("{name}[{op}]")), upper);
     let (gt, gte, lt, lte) = (bound("gt", true)?, bound("gte", false)?, bound("lt", false)?, bound("lte", true)?);
     let (eq_from, eq_to) = (bound("eq", false)?, bound("eq", true)?);
@@ -273,6 +274,13 @@ fn time_filter(query: &QueryParams, name: &str) -> Result<(Option<Timestamp>, Op
     let from = [gt.map(|t| t.plus_micros(1)), gte, eq_from, bare_from].into_iter().flatten().max();
     let to = [lt.map(|t| t.plus_micros(-1)), lte, eq_to, bare_to].into_iter().flatten().min();
     Ok((from, to))
+}
+
+/// A ledger list's `effective_at[...]` and `effective_date[...]` window (an unknown operator on
+/// either is a 422 naming it).
+fn effective_filter(query: &QueryParams) -> Result<crate::domain::ledger::EffectiveRange, crate::error::Error> {
+    crate::http::extract::unknown_operator(query, &["effective_at", "effective_date"])?;
+    crate::domain::ledger::effective_range(|name| query.get(name))
 }
 
 /// A query parameter, owned.

@@ -398,6 +398,9 @@ pub async fn list(ctx: &Ctx<'_>, filter: &InternalAccountFilter, page: PageSpec)
     if let Some(payment_type) = &filter.payment_type {
         PaymentType::parse("payment_type", payment_type)?;
     }
+    if let Some(currency) = &filter.currency {
+        Currency::parse("currency", currency)?;
+    }
     let direction = filter.payment_direction.as_deref().map(|d| Direction::parse("payment_direction", d)).transpose()?;
     let capability = match (direction, &filter.payment_type) {
         (Some(direction), Some(payment_type)) => listing::eq("capability", Some(&format!("{direction}:{payment_type}"))),

@@ -123,10 +123,16 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
         }
         let message = inner.to_string();
         let inner = strip_position(&message);
-        // serde reports a missing field at the parent's path; name the field itself.
-        if let Some(field) = inner.strip_prefix("missing field `").and_then(|rest| rest.split('`').next()) {
-            let parameter = if path == "." { field.to_owned() } else { format!("{path}.{field}") };
+        // serde reports a missing or repeated field at the parent's path; name the field itself.
+        let field_of = |prefix: &str| {
+            let field = inner.strip_prefix(prefix).and_then(|rest| rest.split('`').next())?;
+            Some(if path == "." { field.to_owned() } else { format!("{path}.{field}") })
+        };
+        if let Some(parameter) = field_of("missing field `") {
             return Error::missing(parameter);
+        }
+        if let Some(parameter) = field_of("duplicate field `") {
+            return Error::invalid(parameter.clone(), format!("{parameter} is given twice; give it once"));
         }
         let parameter = if path == "." { "body".to_owned() } else { path };
         Error::invalid(parameter.clone(), format!("{parameter} is invalid: {}", in_json_words(inner)))
@@ -210,23 +216,22 @@ impl<S: Send + Sync> FromRequestParts<S> for QueryParams {
             let name = name.replace('\0', "");
             return Err(Error::invalid(name.clone(), format!("{name} must not contain NUL characters")));
         }
-        unknown_operator(&query)?;
         Ok(query)
     }
 }
 
-/// The range filters lists take as `name[op]=value` (MT's deep-object parameters).
-const RANGE_FILTERS: &[&str] = &["created_at", "updated_at", "effective_at", "effective_date", "version"];
-/// Their operators.
+/// The operators of the range filters lists take as `name[op]=value` (MT's deep-object
+/// parameters).
 const RANGE_OPERATORS: &[&str] = &["gt", "gte", "lt", "lte", "eq"];
 
-/// Refuses a range filter with an operator it does not have (`effective_at[gtee]`): the filter
-/// is known, so ignoring the typo would answer a page it did not narrow (SPEC L2 ignores only
-/// unknown parameters). 422 naming it.
-fn unknown_operator(query: &QueryParams) -> Result<(), Error> {
+/// Refuses a range filter of `filters` (the ones the list takes) with an operator it does not
+/// have (`effective_at[gtee]`): the filter is known, so ignoring the typo would answer a page it
+/// did not narrow. 422 naming it. On a list that takes no such filter, `name[...]` is an unknown
+/// parameter, ignored whatever its operator (SPEC L2).
+pub fn unknown_operator(query: &QueryParams, filters: &[&str]) -> Result<(), Error> {
     for (key, _) in &query.0 {
         let Some((base, rest)) = key.split_once('[') else { continue };
-        if !RANGE_FILTERS.contains(&base) {
+        if !filters.contains(&base) {
             continue;
         }
         let op = rest.strip_suffix(']').unwrap_or(rest);
@@ -294,7 +299,8 @@ mod tests {
 
     #[test]
     fn l2_a_known_range_filter_with_an_unknown_operator_is_refused_naming_it() {
-        let refused = |q: &str| match unknown_operator(&QueryParams::parse(Some(q))) {
+        let all = ["created_at", "updated_at", "effective_at", "effective_date", "version"];
+        let refused = |q: &str| match unknown_operator(&QueryParams::parse(Some(q)), &all) {
             Err(Error::Invalid { parameter, .. }) => Some(parameter),
             _ => None,
         };
@@ -310,6 +316,8 @@ mod tests {
         ] {
             assert_eq!(refused(fine), None, "{fine}");
         }
+        let ignored = unknown_operator(&QueryParams::parse(Some("created_at[gtee]=x&version[]=1")), &["effective_at"]);
+        assert!(ignored.is_ok(), "filters a list does not take are unknown parameters, ignored");
     }
 
     #[derive(serde::Deserialize, Debug)]
@@ -332,6 +340,10 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(parse_json::<Input>(br#"{"name":"a","unknown":true}"#).is_ok());
+        match parse_json::<Input>(br#"{"name":"a","name":"b"}"#) {
+            Err(Error::Invalid { parameter, .. }) => assert_eq!(parameter, "name", "a repeated field is named"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

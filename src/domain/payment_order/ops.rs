@@ -104,6 +104,8 @@ struct Receiving {
     counterparty_id: Option<Id>,
     /// The external account as its rail sees it (SPEC B3); none for a book transfer.
     party: Option<ReceivingParty>,
+    /// A book transfer's receiving internal account's currency.
+    book_currency: Option<Currency>,
 }
 
 /// An external account as the rails' creation-time rules see it.
@@ -164,7 +166,8 @@ async fn receiving_inline(
     let account = inline.build("receiving_account", owner_id.clone(), owner.as_ref().and_then(|o| o.name.as_deref()), stamp)?;
     external_account::stage_create(batch, ctx, &account)?;
     let party = Some(party_of(&account, "receiving_account"));
-    Ok(Receiving { id: Id::stored(account.id), account_type: external_account::KIND, counterparty_id: owner_id.map(Id::stored), party })
+    let counterparty_id = owner_id.map(Id::stored);
+    Ok(Receiving { id: Id::stored(account.id), account_type: external_account::KIND, counterparty_id, party, book_currency: None })
 }
 
 /// An existing account: one of the caller's external accounts, or for a book transfer one of its
@@ -178,14 +181,24 @@ async fn receiving_by_id(ctx: &Ctx<'_>, batch: &mut WriteBatch, id: &str, paymen
         let counterparty_id = account.counterparty_id.clone().map(Id::stored);
         require(batch, ctx, external_account::KIND, id, "receiving_account_id");
         let party = Some(party_of(&account, "receiving_account_id"));
-        return Ok(Receiving { id: Id::stored(id), account_type: external_account::KIND, counterparty_id, party });
+        return Ok(Receiving { id: Id::stored(id), account_type: external_account::KIND, counterparty_id, party, book_currency: None });
     }
     // Book transfers move money between the organization's own accounts.
-    if payment_type == PaymentType::Book && ctx.store.get(internal_account::KIND, ctx.scope, id).await?.is_some() {
-        require(batch, ctx, internal_account::KIND, id, "receiving_account_id");
-        return Ok(Receiving { id: Id::stored(id), account_type: internal_account::KIND, counterparty_id: None, party: None });
+    let Some(found) = ctx.store.get(internal_account::KIND, ctx.scope, id).await? else {
+        return Err(Error::invalid("receiving_account_id", "receiving_account_id does not name an existing account"));
+    };
+    if payment_type != PaymentType::Book {
+        return Err(Error::invalid(
+            "receiving_account_id",
+            format!(
+                "receiving_account_id names one of your internal accounts: only a book order pays an internal account; a {} order pays an external account",
+                payment_type.as_str()
+            ),
+        ));
     }
-    Err(Error::invalid("receiving_account_id", "receiving_account_id does not name an existing account"))
+    require(batch, ctx, internal_account::KIND, id, "receiving_account_id");
+    let book_currency = Some(internal_account::parse(&found)?.currency);
+    Ok(Receiving { id: Id::stored(id), account_type: internal_account::KIND, counterparty_id: None, party: None, book_currency })
 }
 
 fn parse_external(found: &StoredObject) -> Result<external_account::ExternalAccount> {
@@ -227,6 +240,25 @@ fn order_currency(given: Option<&str>, account: Currency) -> Result<Currency> {
     }
 }
 
+/// A book transfer moves money between two different internal accounts of one currency: it
+/// has no rail to convert it, and a transfer to the paying account itself moves nothing.
+fn check_book(receiving: &Receiving, originating_id: &Id, currency: Currency) -> Result<()> {
+    let Some(theirs) = receiving.book_currency else { return Ok(()) };
+    if receiving.id.as_str() == originating_id.as_str() {
+        return Err(Error::invalid(
+            "receiving_account_id",
+            "a book transfer needs two different accounts: receiving_account_id is the originating account",
+        ));
+    }
+    if theirs != currency {
+        return Err(Error::invalid(
+            "receiving_account_id",
+            format!("the receiving account holds {theirs}, the order is in {currency}: cross-currency payments are not supported"),
+        ));
+    }
+    Ok(())
+}
+
 pub async fn create(ctx: &Ctx<'_>, commit: &dyn Commit, input: &PaymentOrderInput) -> Result<String> {
     check_unsupported(input)?;
     let payment_type = PaymentType::parse("type", required(&input.payment_type, "type")?)?;
@@ -254,6 +286,7 @@ pub async fn create(ctx: &Ctx<'_>, commit: &dyn Commit, input: &PaymentOrderInpu
     require(&mut batch, ctx, internal_account::KIND, originating_id.as_str(), "originating_account_id");
     let currency = order_currency(input.currency.as_deref(), originating.currency)?;
     let receiving = receiving?;
+    check_book(&receiving, &originating_id, currency)?;
     let party = receiving.party.clone();
     let mut order = build(ctx, input, Built { payment_type, total, direction, originating_id, currency, receiving })?;
     if let (Some(rails), Some(party)) = (ctx.rails, &party) {
