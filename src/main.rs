@@ -203,8 +203,8 @@ enum MasterKeyCommand {
     /// Put a fresh key at the head of the master key file: new secrets are sealed under it,
     /// older ones still open. Then run `rewrap`.
     Rotate,
-    /// Re-seal every stored secret (webhook secrets, the API key pepper, stored replies that
-    /// carry a secret) under the newest key.
+    /// Re-seal every stored secret (webhook secrets, the API key pepper, bank connection
+    /// identity keys, stored replies that carry a secret) under the newest key.
     Rewrap,
     /// Re-seal, then drop every key but the newest from the file.
     Retire,
@@ -520,15 +520,24 @@ async fn rewrap(store: &dyn payrail::store::Store, secrets: &SecretBox) -> anyho
     let hooks = payrail::domain::webhook::rewrap_secrets(store, secrets, false).await?;
     let pepper = keys::rewrap_pepper(store, secrets).await?;
     let replies = keys::rewrap_replies(store, secrets, payrail::domain::time::Clock::now(&SystemClock)).await?;
+    let identities = payrail::bank::connection::rewrap_identities(store, secrets).await?;
     println!(
-        "re-sealed {} of {} webhook secrets, {} API key pepper and {} of {} stored replies holding a secret under master key {}",
+        "re-sealed {} of {} webhook secrets, {} API key pepper, {} of {} bank connection identity keys and {} of {} stored replies holding a secret under master key {}",
         hooks.resealed,
         hooks.total,
         if pepper { "the" } else { "not the (already current)" },
+        identities.resealed,
+        identities.resealed + identities.current + identities.unreadable.len(),
         replies.resealed,
         replies.resealed + replies.current + replies.unreadable,
         secrets.newest_id()
     );
+    if !identities.unreadable.is_empty() {
+        eprintln!(
+            "warning: the identity keys of connections {} are sealed under a master key the file no longer holds: they cannot log in to their bank until that key is back in the file and rewrap runs",
+            identities.unreadable.join(", ")
+        );
+    }
     if replies.unreadable > 0 {
         eprintln!(
             "warning: {} stored replies are sealed under a master key the file no longer holds; their replays answer 500 until they expire",

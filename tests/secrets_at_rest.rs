@@ -488,3 +488,52 @@ fn s4_keys_create_from_the_command_line_leaves_files_0600() {
     assert!(loose.is_empty(), "{loose:?}");
     assert!(files_containing(root.path(), &secret).is_empty(), "the API key itself is never stored");
 }
+
+on_both_stores! {
+/// Found by the README audit: `master-key rewrap` left the SFTP identity keys of bank
+/// connections under the old master key, so after `retire` no connection could log in to its
+/// bank again. Now rewrap re-seals them too, and the connection reaches a real OpenSSH server
+/// after the old key is retired.
+#[tokio::test]
+async fn s4_a_retired_master_key_leaves_bank_connections_able_to_log_in() {
+    let sshd = common::sshd::Sshd::start();
+    let root = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let key_file = outside.path().join("payrail.key");
+    run(&["master-key", "generate", key_file.to_str().unwrap()], root.path(), None);
+    let with_key = {
+        let key_file = key_file.clone();
+        move |c: &mut Config| c.master_key_file = Some(key_file)
+    };
+    let server = start(root, with_key).await;
+    let bank = sshd.dir().join("bank-acme");
+    for folder in ["outbound", "inbound"] {
+        std::fs::create_dir_all(bank.join(folder)).unwrap();
+    }
+    let identity = outside.path().join("acme_ed25519");
+    std::fs::write(&identity, &sshd.user_key.private).unwrap();
+    let transport = format!(
+        "kind = \"sftp\"\nhost = \"127.0.0.1\"\nport = {}\nuser = \"{}\"\nidentity_file = \"{}\"\nhost_key = \"{}\"\noutbound_dir = \"{}\"\ninbound_dir = \"{}\"",
+        sshd.port,
+        sshd.user,
+        identity.display(),
+        sshd.host_key.public.trim(),
+        bank.join("outbound").display(),
+        bank.join("inbound").display(),
+    );
+    let config = outside.path().join("acme.toml");
+    std::fs::write(&config, common::bank::config_toml("acme", "16:45", &transport)).unwrap();
+    let added: Value = serde_json::from_str(&run(&["connections", "add", "--config", config.to_str().unwrap(), "--json"], server.dir.path(), Some(&key_file))).unwrap();
+    let connection = added["id"].as_str().unwrap();
+    let read = |root: &Path| run(&["bank", "inbound", connection], root, Some(&key_file));
+    assert!(read(server.dir.path()).contains("is empty"), "the connection logs in before the rotation\n{}", sshd.log());
+
+    run(&["master-key", "rotate"], server.dir.path(), Some(&key_file));
+    let retired = run(&["master-key", "retire"], server.dir.path(), Some(&key_file));
+    assert!(retired.contains("1 of 1 bank connection identity keys"), "{retired}");
+    assert!(read(server.dir.path()).contains("is empty"), "the connection still logs in once the old key is retired\n{}", sshd.log());
+    let again = run(&["master-key", "rewrap"], server.dir.path(), Some(&key_file));
+    assert!(again.contains("0 of 1 bank connection identity keys"), "already under the newest key: {again}");
+    server.stop().await;
+}
+}

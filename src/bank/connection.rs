@@ -110,6 +110,55 @@ pub fn identity_purpose(connection_id: &str) -> String {
     format!("connection_identity:{connection_id}")
 }
 
+/// What a rewrap of the connections' identity keys did (`payrail master-key rewrap`, SPEC S4).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RewrappedIdentities {
+    /// Sealed afresh under the newest master key.
+    pub resealed: usize,
+    /// Already sealed under it.
+    pub current: usize,
+    /// Connections whose identity key is sealed under a master key the file no longer holds.
+    pub unreadable: Vec<String>,
+}
+
+/// Re-seals every sftp connection's identity key that is not sealed under the newest master key,
+/// each a versioned replace of its settings; one that no key of the file opens is named in
+/// [`RewrappedIdentities::unreadable`] and left as it is.
+pub async fn rewrap_identities(store: &dyn Store, secrets: &SecretBox) -> anyhow::Result<RewrappedIdentities> {
+    let mut done = RewrappedIdentities::default();
+    for registered in connection::all(store).await? {
+        let (scope, id) = (&registered.scope, registered.connection.id.as_str());
+        let outcome = crate::domain::retry_on_conflict(|| async {
+            let Some((json, version)) = connection::settings_versioned(store, scope, id).await? else { return Ok(Resealed::Current) };
+            let internal = |e: &dyn std::fmt::Display| crate::error::Error::internal(format!("stored settings of connection {id}: {e}"));
+            let mut settings: Settings = serde_json::from_str(&json).map_err(|e| internal(&e))?;
+            let TransportSettings::Sftp { identity_sealed, .. } = &mut settings.transport else { return Ok(Resealed::Current) };
+            let sealed = STANDARD.decode(identity_sealed.as_bytes()).map_err(|e| internal(&e))?;
+            if secrets.is_current(&sealed) {
+                return Ok(Resealed::Current);
+            }
+            let Ok(identity) = secrets.open(&sealed, &identity_purpose(id)) else { return Ok(Resealed::Unreadable) };
+            *identity_sealed = STANDARD.encode(secrets.seal(&identity, &identity_purpose(id)));
+            let json = serde_json::to_string(&settings).map_err(|e| internal(&e))?;
+            connection::replace_settings(store, scope, &registered.connection, json, version).await?;
+            Ok(Resealed::Done)
+        })
+        .await?;
+        match outcome {
+            Resealed::Done => done.resealed += 1,
+            Resealed::Current => done.current += 1,
+            Resealed::Unreadable => done.unreadable.push(id.to_owned()),
+        }
+    }
+    Ok(done)
+}
+
+enum Resealed {
+    Done,
+    Current,
+    Unreadable,
+}
+
 /// Parses and checks a config; relative paths (the identity file, a directory transport's
 /// folders) are read against `base_dir`, the config file's folder.
 pub fn parse(text: &str) -> anyhow::Result<ConnectionConfig> {

@@ -120,6 +120,32 @@ pub async fn register(store: &dyn Store, scope: &Scope, connection: &Connection,
     store.commit(batch).await
 }
 
+/// A connection's private settings document and the version it was read at.
+pub async fn settings_versioned(store: &dyn Store, scope: &Scope, connection_id: &str) -> Result<Option<(String, i64)>> {
+    Ok(store.get(SETTINGS_KIND, scope, &settings_id(connection_id)).await?.map(|s| (s.doc, s.version)))
+}
+
+/// Replaces a connection's settings document (its identity key sealed afresh by a master key
+/// rewrap), guarded by the version read: nothing a client sees changes, so no event.
+pub async fn replace_settings(
+    store: &dyn Store,
+    scope: &Scope,
+    connection: &Connection,
+    settings_json: String,
+    expected_version: i64,
+) -> Result<()> {
+    let record = ObjectRecord {
+        id: settings_id(&connection.id),
+        kind: SETTINGS_KIND,
+        scope: scope.clone(),
+        parent_id: Some(connection.id.clone()),
+        created_at: connection.created_at,
+        doc: settings_json,
+        terms: vec![],
+    };
+    store.commit(WriteBatch { writes: vec![Write::Replace { record, expected_version }], ..WriteBatch::default() }).await
+}
+
 /// The id of a connection's settings document.
 fn settings_id(connection_id: &str) -> String {
     format!("{connection_id}.settings")
