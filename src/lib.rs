@@ -75,15 +75,30 @@ pub async fn connect_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
 /// Opens the master key ring and the store (whose key pepper it seals): what every command
 /// that reads or writes secrets needs.
 pub async fn connect(config: &Config) -> anyhow::Result<(Arc<dyn Store>, Arc<SecretBox>)> {
-    let secrets = open_secrets(config)?;
+    let (secrets, created) = secrets_made(config)?;
     let url = config.database_url();
-    let store: Arc<dyn Store> = if PostgresStore::is_url(&url) {
-        Arc::new(PostgresStore::open_with(&url, &postgres_options(config), &secrets).await?)
+    let opened: anyhow::Result<Arc<dyn Store>> = if PostgresStore::is_url(&url) {
+        PostgresStore::open_with(&url, &postgres_options(config), &secrets).await.map(|s| Arc::new(s) as Arc<dyn Store>)
     } else {
-        open_sqlite(config, &secrets)?
+        open_sqlite(config, &secrets)
     };
+    let store = opened.inspect_err(|err| forget_unusable_key(&secrets, created, err))?;
     refuse_newer_layout(store.as_ref()).await?;
     Ok((store, secrets))
+}
+
+/// Removes the `master.key` this process just made when the database turned out to be sealed
+/// under another key (a command run without the server's `--master-key-file`): that key can
+/// open nothing there and nobody sealed anything under it, and left in place it would be
+/// mistaken for the data directory's key.
+fn forget_unusable_key(secrets: &SecretBox, created: bool, err: &anyhow::Error) {
+    let sealed_elsewhere = err.chain().any(|cause| cause.to_string().contains("which the master key file does not hold"));
+    if let (true, true, Some(path)) = (created, sealed_elsewhere, secrets.path()) {
+        match std::fs::remove_file(path) {
+            Ok(()) => tracing::warn!(path = %path.display(), "removed the master key just made: the database is sealed under another one"),
+            Err(remove) => tracing::warn!(path = %path.display(), error = %remove, "could not remove the master key just made"),
+        }
+    }
 }
 
 /// Fails when a newer release has moved the database to a layout this one does not know.
@@ -123,6 +138,11 @@ fn postgres_options(config: &Config) -> store::postgres::Options {
 /// directory is made 0700 (or tightened to it) first, and whatever is below it owner-only
 /// (SPEC S4).
 pub fn open_secrets(config: &Config) -> anyhow::Result<Arc<SecretBox>> {
+    Ok(secrets_made(config)?.0)
+}
+
+/// [`open_secrets`], and whether it created the data directory's `master.key` just now.
+fn secrets_made(config: &Config) -> anyhow::Result<(Arc<SecretBox>, bool)> {
     base::private_fs::ensure_private_dir(&config.data_dir)
         .with_context(|| format!("making the data directory {} private", config.data_dir.display()))?;
     base::private_fs::tighten_tree(&config.data_dir);
@@ -135,7 +155,7 @@ pub fn open_secrets(config: &Config) -> anyhow::Result<Arc<SecretBox>> {
         );
     }
     tracing::info!(%path, key = %secrets.newest_id(), "master key ring loaded");
-    Ok(Arc::new(secrets))
+    Ok((Arc::new(secrets), created))
 }
 
 /// Opens an embedded SQLite store (PostgreSQL needs [`connect_store`]).

@@ -754,7 +754,14 @@ async fn run_keys(store: &dyn payrail::store::Store, command: KeysCommand) -> an
         KeysCommand::List { json } => {
             let all = keys::list(store).await?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&all)?);
+                let now = payrail::domain::time::Clock::now(&clock);
+                let mut listed = Vec::with_capacity(all.len());
+                for key in &all {
+                    let mut value = serde_json::to_value(key)?;
+                    value["state"] = key_state(key, now).into();
+                    listed.push(value);
+                }
+                println!("{}", serde_json::to_string_pretty(&listed)?);
             } else {
                 print_key_table(&all, &clock);
             }
@@ -796,17 +803,22 @@ fn print_issued(issued: &keys::IssuedKey, json: bool) {
     }
 }
 
-fn print_key_table(all: &[ApiKey], clock: &SystemClock) {
+/// A key's state as `keys list` shows it: `active`, `expired` or `revoked`.
+fn key_state(key: &ApiKey, now: payrail::domain::time::Timestamp) -> &'static str {
     use payrail::domain::api_key::KeyState;
+    match key.state(now) {
+        KeyState::Active => "active",
+        KeyState::Expired => "expired",
+        KeyState::Revoked => "revoked",
+    }
+}
+
+fn print_key_table(all: &[ApiKey], clock: &SystemClock) {
     use payrail::domain::time::Clock;
     let now = clock.now();
     println!("{:<36}  {:<8}  {:<8}  {:<16}  {:<27}  NAME", "ID", "MODE", "STATE", "ORGANIZATION", "EXPIRES");
     for key in all {
-        let state = match key.state(now) {
-            KeyState::Active => "active",
-            KeyState::Expired => "expired",
-            KeyState::Revoked => "revoked",
-        };
+        let state = key_state(key, now);
         let mode = if key.live_mode { "live" } else { "sandbox" };
         let expires = key.expires_at.map(|t| t.to_string()).unwrap_or_else(|| "-".into());
         let name = on_one_line(&key.name);

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_payrail");
 /// The binary with a clean environment: no `PAYRAIL_*` variable (every flag reads one, SPEC K1)
@@ -168,6 +168,10 @@ fn k2_keys_list_never_shows_a_secret() {
     assert_eq!(live_key["live_mode"], true);
     assert_eq!(live_key["organization_id"], "acme");
     assert_eq!(live_key["decommissioned"], false);
+    assert_eq!((&live_key["state"], &find_key(list, &sandbox_id)["state"]), (&json!("active"), &json!("active")), "as the table says");
+    payrail(dir.path(), &["keys", "revoke", &live_id]).ok("keys revoke");
+    let list = payrail(dir.path(), &["keys", "list", "--json"]).ok("keys list --json").json();
+    assert_eq!(find_key(list.as_array().unwrap(), &live_id)["state"], "revoked");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -650,4 +654,25 @@ fn k2_a_stored_name_with_a_newline_stays_on_its_row_of_keys_list() {
     let run = payrail(dir.path(), &["keys", "list"]).ok("keys list");
     let row = run.stdout.lines().find(|line| line.contains(&id)).expect("the key's row");
     assert!(row.ends_with("old\\nname"), "{}", run.stdout);
+}
+
+/// Found by the README audit: a command run without the server's `--master-key-file` made a
+/// `master.key` in the data directory, then failed on the database sealed under the other key,
+/// leaving that stray key behind. Now it fails the same way and leaves nothing.
+#[test]
+fn s4_a_command_without_the_servers_key_file_leaves_no_stray_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let key_file = outside.path().join("payrail.key");
+    payrail(dir.path(), &["master-key", "generate", key_file.to_str().unwrap()]).ok("master-key generate");
+    payrail(dir.path(), &["--master-key-file", key_file.to_str().unwrap(), "keys", "create", "--name", "first"]).ok("keys create");
+    let forgot = payrail(dir.path(), &["keys", "create", "--name", "second"]);
+    assert!(!forgot.status.success(), "{}", forgot.stdout);
+    assert!(forgot.stderr.contains("does not hold"), "{}", forgot.stderr);
+    assert!(!dir.path().join("master.key").exists(), "no stray master key is left in the data directory");
+    // The right key still works, and a fresh data directory still gets its own key.
+    payrail(dir.path(), &["--master-key-file", key_file.to_str().unwrap(), "keys", "list"]).ok("keys list");
+    let fresh = tempfile::tempdir().unwrap();
+    payrail(fresh.path(), &["keys", "create", "--name", "own"]).ok("keys create in a fresh directory");
+    assert!(fresh.path().join("master.key").exists());
 }

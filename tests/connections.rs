@@ -121,6 +121,10 @@ on_both_stores! {
         assert_eq!((builtin_listed["organization_id"].as_str(), builtin_listed["live_mode"].as_bool()), (Some("acme"), Some(false)));
         let files = cli(&server, &["bank", "files", "--connection", builtin["id"].as_str().unwrap(), "--json"]).await;
         assert!(files.status.success(), "{}", String::from_utf8_lossy(&files.stderr));
+        // Its cut-offs are the sandbox bank's own: asking for one says so, not "no connection".
+        let cutoff = cli(&server, &["bank", "cutoff", builtin["id"].as_str().unwrap()]).await;
+        let said = String::from_utf8_lossy(&cutoff.stderr);
+        assert!(!cutoff.status.success() && said.contains("built-in sandbox connection") && !said.contains("no connection"), "{said}");
         let stranger = server.key_for("other-org", Mode::Live).await;
         let (_, body) = json(server.get("/api/connections", &stranger).send().await.unwrap()).await;
         assert_eq!(body, json!([]));

@@ -267,6 +267,17 @@ fn transport(config: &TransportConfig, base_dir: &Path, connection_id: &str, sec
             })
         }
         "directory" => {
+            // A key of the other kind is a config mixed up, not a detail to drop in silence.
+            let sftp_only = [
+                ("host", config.host.is_some()),
+                ("port", config.port.is_some()),
+                ("user", config.user.is_some()),
+                ("identity_file", config.identity_file.is_some()),
+                ("host_key", config.host_key.is_some()),
+            ];
+            if let Some((key, _)) = sftp_only.iter().find(|(_, given)| *given) {
+                bail!("[transport] {key}: only kind = \"sftp\" takes it (this transport is a local folder pair)");
+            }
             let folder = |dir: &str| -> anyhow::Result<PathBuf> {
                 let path = base_dir.join(dir);
                 std::fs::create_dir_all(&path).with_context(|| format!("[transport] cannot create {}", path.display()))?;
@@ -425,6 +436,28 @@ debtor_agent_bic = "ACMEUS33XXX"
         for (text, key) in cases {
             let err = parse(&text).unwrap_err().to_string();
             assert!(err.contains(key), "{key}: {err}");
+        }
+    }
+
+    /// Found by the README audit: a directory transport took sftp-only keys in silence.
+    #[test]
+    fn b1_a_directory_transport_refuses_sftp_only_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let secrets = SecretBox::from_keys(&[[7u8; 32]]);
+        let config = |extra: &str| TransportConfig {
+            kind: "directory".into(),
+            host: (extra == "host").then(|| "h".into()),
+            port: (extra == "port").then_some(22),
+            user: None,
+            identity_file: None,
+            host_key: None,
+            outbound_dir: "outbound".into(),
+            inbound_dir: "inbound".into(),
+        };
+        assert!(transport(&config(""), dir.path(), "c", &secrets).is_ok());
+        for key in ["host", "port"] {
+            let err = transport(&config(key), dir.path(), "c", &secrets).unwrap_err().to_string();
+            assert!(err.contains(key) && err.contains("sftp"), "{key}: {err}");
         }
     }
 }

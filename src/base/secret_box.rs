@@ -111,7 +111,7 @@ impl SecretBox {
     }
 
     /// The ring named by `--master-key-file`, or `<data_dir>/master.key`, created with one
-    /// fresh key if it does not exist yet (the second value says whether it was created).
+    /// fresh key if it does not exist yet (the second value says whether this call created it).
     pub fn load_or_create(explicit: Option<&Path>, data_dir: &Path) -> Result<(Self, bool), SecretError> {
         if let Some(path) = explicit {
             return Ok((Self::load(path)?, false));
@@ -121,13 +121,13 @@ impl SecretBox {
             return Ok((Self::load(&path)?, false));
         }
         private_fs::ensure_private_dir(data_dir).map_err(|e| key_file_error(&path, &e))?;
-        match write_ring(&path, &[generate_key()], true) {
-            Ok(()) => {}
+        let created = match write_ring(&path, &[generate_key()], true) {
+            Ok(()) => true,
             // Another process made it first: use theirs.
-            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => false,
             Err(err) => return Err(key_file_error(&path, &err)),
-        }
-        Ok((Self::load(&path)?, true))
+        };
+        Ok((Self::load(&path)?, created))
     }
 
     /// Writes a new key file holding one fresh key (0600); refuses to overwrite a file. Returns

@@ -45,10 +45,12 @@ impl ConnectionLimits {
         let refused = {
             let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
             let from_client = open.by_client.get(&client).copied().unwrap_or(0);
-            if from_client >= self.per_client_max {
-                Some(Refusal::PerAddressCap)
-            } else if open.total >= self.global_max {
+            // A full server is the global cap, even when one client fills it (the per-address
+            // cap is never above the global one, so that client is at both).
+            if open.total >= self.global_max {
                 Some(Refusal::GlobalCap)
+            } else if from_client >= self.per_client_max {
+                Some(Refusal::PerAddressCap)
             } else {
                 open.total += 1;
                 open.by_client.insert(client, from_client + 1);
@@ -119,11 +121,16 @@ mod tests {
         drop(a1);
         let a3 = limits.admit(ip("10.0.0.1")).expect("a closed connection frees its slot");
         drop((a2, a3, b1));
+        // One client filling the whole server: the global cap is what refuses the next one.
+        let alone = ConnectionLimits::new(2, 2, metrics.clone());
+        let held = (alone.admit(ip("10.0.0.9")).unwrap(), alone.admit(ip("10.0.0.9")).unwrap());
+        assert_eq!(alone.admit(ip("10.0.0.9")).err(), Some(Refusal::GlobalCap), "the server is full");
+        drop(held);
         assert_eq!(limits.open.lock().unwrap().total, 0);
         assert!(limits.open.lock().unwrap().by_client.is_empty(), "clients with nothing open are forgotten");
         let text = metrics.render();
         assert!(text.contains("reason=\"per_address_cap\"} 1"), "{text}");
-        assert!(text.contains("reason=\"global_cap\"} 1"), "{text}");
+        assert!(text.contains("reason=\"global_cap\"} 2"), "{text}");
         assert!(text.contains("payrail_connections_open 0"), "{text}");
     }
 }

@@ -295,7 +295,16 @@ pub fn local_time(timezone: &str, at: Timestamp) -> Result<jiff::Zoned> {
 
 /// The connection `id` (any tenant), or an error naming it.
 pub async fn connection(store: &dyn Store, id: &str) -> anyhow::Result<Registered> {
-    crate::domain::connection::find(store, id).await?.ok_or_else(|| anyhow!("no connection {id} (payrail connections list)"))
+    if let Some(found) = crate::domain::connection::find(store, id).await? {
+        return Ok(found);
+    }
+    match crate::domain::connection::find_listed(store, id).await? {
+        Some(builtin) => Err(anyhow!(
+            "connection {id} is organization {}'s built-in sandbox connection: the sandbox bank takes its orders as they fall due and answers by itself, so there is no cut-off or inbound folder to run by hand (its files: payrail bank files --connection {id})",
+            builtin.scope.organization_id
+        )),
+        None => Err(anyhow!("no connection {id} (payrail connections list)")),
+    }
 }
 
 /// The connection `id` as `payrail connections list` shows it (the built-in sandbox ones
