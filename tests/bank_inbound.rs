@@ -186,15 +186,7 @@ async fn sftp_live(server: &TestServer, sshd: &common::sshd::Sshd, org: &str) ->
     }
     let identity = server.dir.path().join(format!("{org}_ed25519"));
     std::fs::write(&identity, &sshd.user_key.private).unwrap();
-    let transport = format!(
-        "kind = \"sftp\"\nhost = \"127.0.0.1\"\nport = {}\nuser = \"{}\"\nidentity_file = \"{}\"\nhost_key = \"{}\"\noutbound_dir = \"{}\"\ninbound_dir = \"{}\"",
-        sshd.port,
-        sshd.user,
-        identity.display(),
-        sshd.host_key.public.trim(),
-        root.join("outbound").display(),
-        root.join("inbound").display(),
-    );
+    let transport = sshd.transport_toml(&identity, &root);
     let connection = add_connection(server, &root, &config_toml(org, &far_cutoff(), &transport)).await;
     let body = json!({"name": "Operating", "currency": "USD", "party_name": "Acme Corp", "connection_id": connection});
     let (status, account) = json(server.post("/api/internal_accounts", &key, &body).send().await.unwrap()).await;

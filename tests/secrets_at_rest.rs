@@ -512,15 +512,7 @@ async fn s4_a_retired_master_key_leaves_bank_connections_able_to_log_in() {
     }
     let identity = outside.path().join("acme_ed25519");
     std::fs::write(&identity, &sshd.user_key.private).unwrap();
-    let transport = format!(
-        "kind = \"sftp\"\nhost = \"127.0.0.1\"\nport = {}\nuser = \"{}\"\nidentity_file = \"{}\"\nhost_key = \"{}\"\noutbound_dir = \"{}\"\ninbound_dir = \"{}\"",
-        sshd.port,
-        sshd.user,
-        identity.display(),
-        sshd.host_key.public.trim(),
-        bank.join("outbound").display(),
-        bank.join("inbound").display(),
-    );
+    let transport = sshd.transport_toml(&identity, &bank);
     let config = outside.path().join("acme.toml");
     std::fs::write(&config, common::bank::config_toml("acme", "16:45", &transport)).unwrap();
     let added: Value = serde_json::from_str(&run(&["connections", "add", "--config", config.to_str().unwrap(), "--json"], server.dir.path(), Some(&key_file))).unwrap();

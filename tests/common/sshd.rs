@@ -110,6 +110,20 @@ impl Sshd {
         writeln!(file, "{public}").unwrap();
     }
 
+    /// The `[transport]` keys of a connection to this server as its user, logging in with the
+    /// private key in `identity`, with its folders `outbound` and `inbound` under `root`.
+    pub fn transport_toml(&self, identity: &Path, root: &Path) -> String {
+        format!(
+            "kind = \"sftp\"\nhost = \"127.0.0.1\"\nport = {}\nuser = \"{}\"\nidentity_file = \"{}\"\nhost_key = \"{}\"\noutbound_dir = \"{}\"\ninbound_dir = \"{}\"",
+            self.port,
+            self.user,
+            identity.display(),
+            self.host_key.public.trim(),
+            root.join("outbound").display(),
+            root.join("inbound").display(),
+        )
+    }
+
     /// What sshd logged so far (for failure messages).
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("sshd.log")).unwrap_or_default()
