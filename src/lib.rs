@@ -92,7 +92,7 @@ pub async fn connect(config: &Config) -> anyhow::Result<(Arc<dyn Store>, Arc<Sec
 /// open nothing there and nobody sealed anything under it, and left in place it would be
 /// mistaken for the data directory's key.
 fn forget_unusable_key(secrets: &SecretBox, created: bool, err: &anyhow::Error) {
-    let sealed_elsewhere = err.chain().any(|cause| cause.to_string().contains("which the master key file does not hold"));
+    let sealed_elsewhere = err.chain().any(|cause| cause.to_string().contains(base::secret_box::UNKNOWN_KEY_SAYS));
     if let (true, true, Some(path)) = (created, sealed_elsewhere, secrets.path()) {
         match std::fs::remove_file(path) {
             Ok(()) => tracing::warn!(path = %path.display(), "removed the master key just made: the database is sealed under another one"),

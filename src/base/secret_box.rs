@@ -43,6 +43,10 @@ pub const DEFAULT_FILE_NAME: &str = "master.key";
 /// Most keys a ring holds (a rotation adds one; retiring removes the old ones).
 const RING_KEYS_MAX: usize = 16;
 
+/// What every [`SecretError::UnknownKey`] says, however far up the chain of errors it travels
+/// as text (a store wraps it into its own error).
+pub const UNKNOWN_KEY_SAYS: &str = "which the master key file does not hold";
+
 /// Why a value could not be sealed or opened, or a key file not used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SecretError {
@@ -410,6 +414,11 @@ mod tests {
 
     fn boxed(keys: &[[u8; KEY_LEN]]) -> SecretBox {
         SecretBox::from_keys(keys)
+    }
+
+    #[test]
+    fn an_unknown_key_says_what_callers_look_for() {
+        assert!(SecretError::UnknownKey("1a2b3c4d".into()).to_string().contains(UNKNOWN_KEY_SAYS));
     }
 
     #[test]
