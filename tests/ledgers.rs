@@ -457,6 +457,25 @@ on_both_stores! {
         let (status, body) = transfer(&server, &key, vec![bad, entry(&cash, "debit", 5)], "posted").await;
         assert_error(status, &body, 422, "parameter_invalid");
         assert_eq!(body["errors"]["parameter"], "ledger_entries[0].pending_balance_amount[about]");
+        // Found by the re-audit: a condition with its operator twice kept the last value, so a
+        // guard written first ({"gte": 0}) was loosened in silence. It is refused, naming it.
+        let before = amounts(&server, &key, &wallet, "").await;
+        let loosened = format!(
+            r#"{{"ledger_id":"{ledger}","status":"posted","ledger_entries":[
+                {{"ledger_account_id":"{wallet}","direction":"debit","amount":1000,"available_balance_amount":{{"gte":0,"gte":-100000}}}},
+                {{"ledger_account_id":"{cash}","direction":"credit","amount":1000}}]}}"#
+        );
+        let response = server
+            .req(reqwest::Method::POST, "/api/ledger_transactions", &key)
+            .header("content-type", "application/json")
+            .body(loosened)
+            .send()
+            .await
+            .unwrap();
+        let (status, body) = json(response).await;
+        assert_error(status, &body, 422, "parameter_invalid");
+        assert_eq!(body["errors"]["parameter"], "ledger_entries[0].available_balance_amount.gte", "{body}");
+        assert_eq!(amounts(&server, &key, &wallet, "").await, before, "nothing was written");
     }
 
     #[tokio::test]

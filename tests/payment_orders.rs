@@ -466,6 +466,15 @@ async fn b3_an_order_its_connection_cannot_send_is_refused_at_creation() {
         assert_error(status, &reply, 422, "parameter_invalid");
         assert_eq!(reply["errors"]["parameter"], "originating_account_id", "{kind}: {reply}");
     }
+    // Found by the re-audit: a live book or check order has no bank file to travel in, so it
+    // stayed approved for ever; it is refused naming its type (B3: at creation, never at cut-off).
+    for kind in ["book", "check"] {
+        let mut body = order(&originating, &receiving, 100);
+        body["type"] = json!(kind);
+        let (status, reply) = json(server.post("/api/payment_orders", &live, &body).send().await.unwrap()).await;
+        assert_error(status, &reply, 422, "parameter_invalid");
+        assert_eq!(reply["errors"]["parameter"], "type", "{kind}: {reply}");
+    }
     let (_, listed) = json(server.get("/api/payment_orders", &live).send().await.unwrap()).await;
     assert_eq!(listed, json!([]), "nothing was created");
 }

@@ -517,6 +517,11 @@ async fn s4_a_retired_master_key_leaves_bank_connections_able_to_log_in() {
     std::fs::write(&config, common::bank::config_toml("acme", "16:45", &transport)).unwrap();
     let added: Value = serde_json::from_str(&run(&["connections", "add", "--config", config.to_str().unwrap(), "--json"], server.dir.path(), Some(&key_file))).unwrap();
     let connection = added["id"].as_str().unwrap();
+    // A directory connection beside it holds no identity key, and is not counted.
+    let folders = "kind = \"directory\"\noutbound_dir = \"dir-out\"\ninbound_dir = \"dir-in\"";
+    let local = outside.path().join("local.toml");
+    std::fs::write(&local, common::bank::config_toml("acme", "16:45", folders)).unwrap();
+    run(&["connections", "add", "--config", local.to_str().unwrap()], server.dir.path(), Some(&key_file));
     let read = |root: &Path| run(&["bank", "inbound", connection], root, Some(&key_file));
     assert!(read(server.dir.path()).contains("is empty"), "the connection logs in before the rotation\n{}", sshd.log());
 

@@ -123,16 +123,17 @@ pub struct RewrappedIdentities {
 
 /// Re-seals every sftp connection's identity key that is not sealed under the newest master key,
 /// each a versioned replace of its settings; one that no key of the file opens is named in
-/// [`RewrappedIdentities::unreadable`] and left as it is.
+/// [`RewrappedIdentities::unreadable`] and left as it is. Other transports hold no key and are
+/// not counted.
 pub async fn rewrap_identities(store: &dyn Store, secrets: &SecretBox) -> anyhow::Result<RewrappedIdentities> {
     let mut done = RewrappedIdentities::default();
     for registered in connection::all(store).await? {
         let (scope, id) = (&registered.scope, registered.connection.id.as_str());
         let outcome = crate::domain::retry_on_conflict(|| async {
-            let Some((json, version)) = connection::settings_versioned(store, scope, id).await? else { return Ok(Resealed::Current) };
+            let Some((json, version)) = connection::settings_versioned(store, scope, id).await? else { return Ok(Resealed::NoKey) };
             let internal = |e: &dyn std::fmt::Display| crate::error::Error::internal(format!("stored settings of connection {id}: {e}"));
             let mut settings: Settings = serde_json::from_str(&json).map_err(|e| internal(&e))?;
-            let TransportSettings::Sftp { identity_sealed, .. } = &mut settings.transport else { return Ok(Resealed::Current) };
+            let TransportSettings::Sftp { identity_sealed, .. } = &mut settings.transport else { return Ok(Resealed::NoKey) };
             let sealed = STANDARD.decode(identity_sealed.as_bytes()).map_err(|e| internal(&e))?;
             if secrets.is_current(&sealed) {
                 return Ok(Resealed::Current);
@@ -148,6 +149,7 @@ pub async fn rewrap_identities(store: &dyn Store, secrets: &SecretBox) -> anyhow
             Resealed::Done => done.resealed += 1,
             Resealed::Current => done.current += 1,
             Resealed::Unreadable => done.unreadable.push(id.to_owned()),
+            Resealed::NoKey => {}
         }
     }
     Ok(done)
@@ -157,6 +159,8 @@ enum Resealed {
     Done,
     Current,
     Unreadable,
+    /// A `directory` transport: no identity key to seal.
+    NoKey,
 }
 
 /// Parses and checks a config; relative paths (the identity file, a directory transport's

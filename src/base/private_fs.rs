@@ -81,10 +81,11 @@ pub fn tighten_tree(dir: &Path) {
             let tightened = if kind.is_dir() {
                 pending.push(path.clone());
                 tighten(&path, DIR_MODE)
-            } else if kind.is_file() {
-                tighten_file(&path)
-            } else {
+            } else if kind.is_symlink() {
                 Ok(())
+            } else {
+                // Files, and whatever else was left here (a FIFO, a socket).
+                tighten_file(&path)
             };
             if let Err(err) = tightened {
                 tracing::warn!(path = %path.display(), error = %err, "could not make a data directory entry owner-only (SPEC S4)");
@@ -184,8 +185,11 @@ mod tests {
         std::fs::write(&outside, b"y").unwrap();
         std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o644)).unwrap();
         std::os::unix::fs::symlink(&outside, data.join("link")).unwrap();
+        let fifo = data.join("pipe");
+        assert!(std::process::Command::new("mkfifo").args(["-m", "666"]).arg(&fifo).status().unwrap().success());
         tighten_tree(&data);
         assert_eq!((mode(&data.join("bank")), mode(&deep), mode(&file)), (0o700, 0o700, 0o600));
+        assert_eq!(std::fs::symlink_metadata(&fifo).unwrap().permissions().mode() & 0o777, 0o600, "a FIFO left here too");
         assert_eq!(mode(&outside), 0o644, "a link's target outside is not changed");
     }
 

@@ -111,32 +111,93 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, Error> {
     let parsed = serde_path_to_error::deserialize(&mut deserializer);
     if parsed.is_ok() {
         deserializer.end().map_err(malformed)?;
+        // Typed fields refuse a repeated key; the parts read as free JSON (metadata, balance
+        // conditions, an inline ledger transaction) would keep its last value in silence, which
+        // can loosen a guard the client wrote first. So every object is checked, at any depth.
+        let mut deserializer = serde_json::Deserializer::from_slice(text);
+        serde_path_to_error::deserialize::<_, UniqueKeys>(&mut deserializer).map_err(|err| field_error(err, malformed))?;
     }
-    parsed.map_err(|err| {
-        let path = err.path().to_string();
-        let inner = err.into_inner();
-        if matches!(
-            inner.classify(),
-            serde_json::error::Category::Syntax | serde_json::error::Category::Eof | serde_json::error::Category::Io
-        ) {
-            return malformed(inner);
+    parsed.map_err(|err| field_error(err, malformed))
+}
+
+/// A serde error in the contract's words: 400 when the text is not JSON, else 422 naming the
+/// field at fault (a missing or repeated one by its own name).
+fn field_error(err: serde_path_to_error::Error<serde_json::Error>, malformed: impl Fn(serde_json::Error) -> Error) -> Error {
+    let path = err.path().to_string();
+    let inner = err.into_inner();
+    if matches!(inner.classify(), serde_json::error::Category::Syntax | serde_json::error::Category::Eof | serde_json::error::Category::Io)
+    {
+        return malformed(inner);
+    }
+    let message = inner.to_string();
+    let inner = strip_position(&message);
+    // serde reports a missing field at the parent's path; name the field itself.
+    let field_of = |prefix: &str| inner.strip_prefix(prefix).and_then(|rest| rest.split('`').next());
+    let under = |field: &str| if path == "." { field.to_owned() } else { format!("{path}.{field}") };
+    if let Some(field) = field_of("missing field `") {
+        return Error::missing(under(field));
+    }
+    if let Some(field) = field_of("duplicate field `") {
+        // A repeated key may be reported at the object's path or, once its key is read, at its own.
+        let parameter = if path == field || path.ends_with(&format!(".{field}")) { path.clone() } else { under(field) };
+        return Error::invalid(parameter.clone(), format!("{parameter} is given twice; give it once"));
+    }
+    let parameter = if path == "." { "body".to_owned() } else { path };
+    Error::invalid(parameter.clone(), format!("{parameter} is invalid: {}", in_json_words(inner)))
+}
+
+/// Any JSON value whose objects, at every depth, name each key once.
+struct UniqueKeys;
+
+impl<'de> serde::Deserialize<'de> for UniqueKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(UniqueKeysVisitor)
+    }
+}
+
+struct UniqueKeysVisitor;
+
+impl<'de> serde::de::Visitor<'de> for UniqueKeysVisitor {
+    type Value = UniqueKeys;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+    fn visit_unit<E>(self) -> Result<UniqueKeys, E> {
+        Ok(UniqueKeys)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<UniqueKeys, A::Error> {
+        while seq.next_element::<UniqueKeys>()?.is_some() {}
+        Ok(UniqueKeys)
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<UniqueKeys, A::Error> {
+        let mut seen = std::collections::HashSet::new();
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            if !seen.insert(key.clone()) {
+                return Err(serde::de::Error::custom(format!("duplicate field `{key}`")));
+            }
+            map.next_value::<UniqueKeys>()?;
         }
-        let message = inner.to_string();
-        let inner = strip_position(&message);
-        // serde reports a missing or repeated field at the parent's path; name the field itself.
-        let field_of = |prefix: &str| {
-            let field = inner.strip_prefix(prefix).and_then(|rest| rest.split('`').next())?;
-            Some(if path == "." { field.to_owned() } else { format!("{path}.{field}") })
-        };
-        if let Some(parameter) = field_of("missing field `") {
-            return Error::missing(parameter);
-        }
-        if let Some(parameter) = field_of("duplicate field `") {
-            return Error::invalid(parameter.clone(), format!("{parameter} is given twice; give it once"));
-        }
-        let parameter = if path == "." { "body".to_owned() } else { path };
-        Error::invalid(parameter.clone(), format!("{parameter} is invalid: {}", in_json_words(inner)))
-    })
+        Ok(UniqueKeys)
+    }
 }
 
 /// serde names what it expected in Rust's words (`struct EntryInput`, `i64`, `a sequence`);
@@ -344,6 +405,20 @@ mod tests {
             Err(Error::Invalid { parameter, .. }) => assert_eq!(parameter, "name", "a repeated field is named"),
             other => panic!("{other:?}"),
         }
+        // Found by the re-audit: in the parts read as free JSON, a repeated key kept its last
+        // value (a balance condition `{"gte":0,"gte":-100}` lost its guard).
+        let nested = [
+            (r#"{"name":"a","metadata":{"k":"1","k":"2"}}"#, "metadata.k"),
+            (r#"{"name":"a","entries":[{"cond":{"gte":0,"gte":-100}}]}"#, "entries[0].cond.gte"),
+            (r#"{"name":"a","extra":1,"extra":2}"#, "extra"),
+        ];
+        for (body, named) in nested {
+            match parse_json::<Input>(body.as_bytes()) {
+                Err(Error::Invalid { parameter, .. }) => assert_eq!(parameter, named, "{body}"),
+                other => panic!("{body}: {other:?}"),
+            }
+        }
+        assert!(parse_json::<Input>(br#"{"name":"a","metadata":{"k":"1","l":"1"},"list":[{"k":1},{"k":2}]}"#).is_ok());
     }
 
     #[test]

@@ -75,7 +75,7 @@ impl CursorSeal {
         let foreign = || Error::invalid("after_cursor", "after_cursor is not a cursor this server gave out for this list");
         // What is not base64 decodes to nothing here, which no cursor is; an old cursor may
         // come base64-encoded or as its own text.
-        let raw = URL_SAFE_NO_PAD.decode(cursor).unwrap_or_default();
+        let raw = URL_SAFE_NO_PAD.decode(cursor.trim_end_matches('=')).unwrap_or_default();
         if raw.starts_with(b"v1:") || cursor.starts_with("v1:") {
             return Err(Error::invalid(
                 "after_cursor",
@@ -170,6 +170,8 @@ mod tests {
         assert!(seal("acme", false, "/api/counterparties").open(&URL_SAFE_NO_PAD.encode(raw)).is_err());
         let v1 = seal("acme", false, "/api/counterparties").open(&URL_SAFE_NO_PAD.encode("v1:7")).unwrap_err();
         assert!(format!("{v1:?}").contains("first page"), "{v1:?}");
+        let padded = seal("acme", false, "/api/counterparties").open("djE6Nw==").unwrap_err();
+        assert!(format!("{padded:?}").contains("first page"), "{padded:?}");
         let text = seal("acme", false, "/api/counterparties").open("v1:7").unwrap_err();
         assert!(format!("{text:?}").contains("first page"), "{text:?}");
     }

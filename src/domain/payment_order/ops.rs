@@ -262,6 +262,18 @@ fn check_book(receiving: &Receiving, originating_id: &Id, currency: Currency) ->
 pub async fn create(ctx: &Ctx<'_>, commit: &dyn Commit, input: &PaymentOrderInput) -> Result<String> {
     check_unsupported(input)?;
     let payment_type = PaymentType::parse("type", required(&input.payment_type, "type")?)?;
+    if let Some(rails) = ctx.rails
+        && ctx.scope.live_mode
+        && !rails.carries(payment_type)
+    {
+        return Err(Error::invalid(
+            "type",
+            format!(
+                "a live {} order cannot reach a bank: Payrail writes bank files for ach, wire, rtp and sepa orders only",
+                payment_type.as_str()
+            ),
+        ));
+    }
     let total = Amount::parse("amount", *required(&input.amount, "amount")?)?;
     let direction = Direction::parse("direction", required(&input.direction, "direction")?)?;
     let originating_id = Id::parse("originating_account_id", required(&input.originating_account_id, "originating_account_id")?)?;
