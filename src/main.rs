@@ -350,6 +350,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Migrate => {
             payrail::migrate(&config).await?;
+            // Given a key file, the database is bound to it now (its key pepper sealed under
+            // it), so a later command run without the flag is refused instead of binding the
+            // database to a key of its own. Without one, migrate touches no secret: it may run
+            // from a host that holds no key.
+            if config.master_key_file.is_some() {
+                payrail::connect(&config).await?;
+            }
             println!("migrations applied to {}", config.database_url());
             Ok(())
         }

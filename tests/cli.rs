@@ -676,3 +676,24 @@ fn s4_a_command_without_the_servers_key_file_leaves_no_stray_key() {
     payrail(fresh.path(), &["keys", "create", "--name", "own"]).ok("keys create in a fresh directory");
     assert!(fresh.path().join("master.key").exists());
 }
+
+/// Found by the re-audit: `migrate --master-key-file` sealed nothing, so a command run next
+/// without the flag made a `master.key` of its own and bound the database to it, and the
+/// operator's key file was refused from then on. Now migrate binds the database to the key it
+/// is given, and the command without the flag is refused, leaving no key behind.
+#[test]
+fn s4_migrate_with_a_key_file_binds_the_database_to_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let key_file = outside.path().join("payrail.key");
+    payrail(dir.path(), &["master-key", "generate", key_file.to_str().unwrap()]).ok("master-key generate");
+    payrail(dir.path(), &["--master-key-file", key_file.to_str().unwrap(), "migrate"]).ok("migrate");
+    let forgot = payrail(dir.path(), &["keys", "create", "--name", "y"]);
+    assert!(!forgot.status.success() && forgot.stderr.contains("does not hold"), "{}\n{}", forgot.stdout, forgot.stderr);
+    assert!(!dir.path().join("master.key").exists(), "no key of its own");
+    payrail(dir.path(), &["--master-key-file", key_file.to_str().unwrap(), "keys", "create", "--name", "z"]).ok("keys create with the key");
+    // Without a key file, migrate touches no secret (it may run from a host that holds none).
+    let bare = tempfile::tempdir().unwrap();
+    payrail(bare.path(), &["migrate"]).ok("migrate without a key");
+    assert!(!bare.path().join("master.key").exists(), "migrate alone makes no key");
+}

@@ -191,8 +191,8 @@ async fn receiving_by_id(ctx: &Ctx<'_>, batch: &mut WriteBatch, id: &str, paymen
         return Err(Error::invalid(
             "receiving_account_id",
             format!(
-                "receiving_account_id names one of your internal accounts: only a book order pays an internal account; a {} order pays an external account",
-                payment_type.as_str()
+                "receiving_account_id names one of your internal accounts: only a book order pays an internal account; {} order pays an external account",
+                with_article(payment_type.as_str())
             ),
         ));
     }
@@ -238,6 +238,12 @@ fn order_currency(given: Option<&str>, account: Currency) -> Result<Currency> {
         }
         _ => Ok(account),
     }
+}
+
+/// `word` after its indefinite article, as a payment type reads aloud ("an ach", "a wire").
+fn with_article(word: &str) -> String {
+    let article = if word.starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" };
+    format!("{article} {word}")
 }
 
 /// A book transfer moves money between two different internal accounts of one currency: it
