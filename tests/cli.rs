@@ -656,15 +656,22 @@ fn k2_a_stored_name_with_a_newline_stays_on_its_row_of_keys_list() {
     assert!(row.ends_with("old\\nname"), "{}", run.stdout);
 }
 
+/// A master key file made by `master-key generate` in a folder of its own, outside `dir` (the
+/// folder is removed when the first value is dropped).
+fn key_file_outside(dir: &Path) -> (tempfile::TempDir, std::path::PathBuf) {
+    let outside = tempfile::tempdir().unwrap();
+    let key_file = outside.path().join("payrail.key");
+    payrail(dir, &["master-key", "generate", key_file.to_str().unwrap()]).ok("master-key generate");
+    (outside, key_file)
+}
+
 /// Found by the README audit: a command run without the server's `--master-key-file` made a
 /// `master.key` in the data directory, then failed on the database sealed under the other key,
 /// leaving that stray key behind. Now it fails the same way and leaves nothing.
 #[test]
 fn s4_a_command_without_the_servers_key_file_leaves_no_stray_key() {
     let dir = tempfile::tempdir().unwrap();
-    let outside = tempfile::tempdir().unwrap();
-    let key_file = outside.path().join("payrail.key");
-    payrail(dir.path(), &["master-key", "generate", key_file.to_str().unwrap()]).ok("master-key generate");
+    let (_outside, key_file) = key_file_outside(dir.path());
     payrail(dir.path(), &["--master-key-file", key_file.to_str().unwrap(), "keys", "create", "--name", "first"]).ok("keys create");
     let forgot = payrail(dir.path(), &["keys", "create", "--name", "second"]);
     assert!(!forgot.status.success(), "{}", forgot.stdout);
@@ -684,9 +691,7 @@ fn s4_a_command_without_the_servers_key_file_leaves_no_stray_key() {
 #[test]
 fn s4_migrate_with_a_key_file_binds_the_database_to_it() {
     let dir = tempfile::tempdir().unwrap();
-    let outside = tempfile::tempdir().unwrap();
-    let key_file = outside.path().join("payrail.key");
-    payrail(dir.path(), &["master-key", "generate", key_file.to_str().unwrap()]).ok("master-key generate");
+    let (_outside, key_file) = key_file_outside(dir.path());
     payrail(dir.path(), &["--master-key-file", key_file.to_str().unwrap(), "migrate"]).ok("migrate");
     let forgot = payrail(dir.path(), &["keys", "create", "--name", "y"]);
     assert!(!forgot.status.success() && forgot.stderr.contains("does not hold"), "{}\n{}", forgot.stdout, forgot.stderr);

@@ -3,8 +3,8 @@
 //! it: an `ach` order must make a NACHA entry ([`super::ach::validate_order_for_ach`]), a
 //! `wire`, `rtp` or `sepa` one a `pain.001` credit transfer
 //! ([`super::formats::iso20022::rules::check_order`]). Other payment types have no file here: a
-//! live order of one is refused at creation ([`BankRails::carries`]), since it could never reach
-//! a bank; a sandbox one goes to the sandbox bank, which moves every type.
+//! live order of one is refused at creation
+//! (`domain::payment_order::bank::type_carried_by_files`), since it could never reach a bank; a sandbox one goes to the sandbox bank, which moves every type.
 //!
 //! Both sides are checked, with what the cut-off will use: the receiving account, the paying
 //! internal account (its party and account, with its connection's `debtor_agent_bic` as the
@@ -37,10 +37,6 @@ pub struct BankRails;
 
 #[async_trait]
 impl RailRules for BankRails {
-    fn carries(&self, payment_type: PaymentType) -> bool {
-        matches!(payment_type, PaymentType::Ach | PaymentType::Wire | PaymentType::Rtp | PaymentType::Sepa)
-    }
-
     async fn check(
         &self,
         store: &dyn Store,

@@ -107,15 +107,7 @@ pub async fn register(store: &dyn Store, scope: &Scope, connection: &Connection,
         doc: json.clone(),
         terms: vec![Term::new(REGISTERED_TERM, created.to_string()), Term::new("vendor_name", &connection.vendor_name)],
     }));
-    batch.push(Write::Insert(ObjectRecord {
-        id: settings_id(&connection.id),
-        kind: SETTINGS_KIND,
-        scope: scope.clone(),
-        parent_id: Some(connection.id.clone()),
-        created_at: created,
-        doc: settings_json,
-        terms: vec![],
-    }));
+    batch.push(Write::Insert(settings_record(scope, connection, settings_json)));
     batch.push(Write::Insert(event::record(scope, KIND, "created", &connection.id, &json, created)?));
     store.commit(batch).await
 }
@@ -134,7 +126,13 @@ pub async fn replace_settings(
     settings_json: String,
     expected_version: i64,
 ) -> Result<()> {
-    let record = ObjectRecord {
+    let record = settings_record(scope, connection, settings_json);
+    store.commit(WriteBatch { writes: vec![Write::Replace { record, expected_version }], ..WriteBatch::default() }).await
+}
+
+/// The record of a connection's private settings document, beside the connection.
+fn settings_record(scope: &Scope, connection: &Connection, settings_json: String) -> ObjectRecord {
+    ObjectRecord {
         id: settings_id(&connection.id),
         kind: SETTINGS_KIND,
         scope: scope.clone(),
@@ -142,8 +140,7 @@ pub async fn replace_settings(
         created_at: connection.created_at,
         doc: settings_json,
         terms: vec![],
-    };
-    store.commit(WriteBatch { writes: vec![Write::Replace { record, expected_version }], ..WriteBatch::default() }).await
+    }
 }
 
 /// The id of a connection's settings document.
@@ -161,7 +158,7 @@ pub fn parse(stored: &StoredObject) -> Result<Connection> {
 
 /// A connection's private settings document, as the bank layer stored it.
 pub async fn settings(store: &dyn Store, scope: &Scope, connection_id: &str) -> Result<Option<String>> {
-    Ok(store.get(SETTINGS_KIND, scope, &settings_id(connection_id)).await?.map(|s| s.doc))
+    Ok(settings_versioned(store, scope, connection_id).await?.map(|(doc, _)| doc))
 }
 
 /// The connection an internal account of the caller's tenant names (`connection_id`), staging a

@@ -26,7 +26,12 @@ pub const RETURN_REASON: &str = "Insufficient Funds (sandbox magic amount 4040)"
 
 /// Whether `order` travels in a bank file (and so through the sandbox bank's files).
 pub fn carried_by_files(order: &PaymentOrder) -> bool {
-    matches!(order.payment_type, PaymentType::Ach | PaymentType::Wire | PaymentType::Rtp | PaymentType::Sepa)
+    type_carried_by_files(order.payment_type)
+}
+
+/// Whether orders of `payment_type` travel in bank files: the rails Payrail writes files for.
+pub fn type_carried_by_files(payment_type: PaymentType) -> bool {
+    matches!(payment_type, PaymentType::Ach | PaymentType::Wire | PaymentType::Rtp | PaymentType::Sepa)
 }
 
 /// The status the bank moves `order` to next, if it moves it at all (never one carried by

@@ -268,10 +268,7 @@ fn check_book(receiving: &Receiving, originating_id: &Id, currency: Currency) ->
 pub async fn create(ctx: &Ctx<'_>, commit: &dyn Commit, input: &PaymentOrderInput) -> Result<String> {
     check_unsupported(input)?;
     let payment_type = PaymentType::parse("type", required(&input.payment_type, "type")?)?;
-    if let Some(rails) = ctx.rails
-        && ctx.scope.live_mode
-        && !rails.carries(payment_type)
-    {
+    if ctx.scope.live_mode && !super::bank::type_carried_by_files(payment_type) {
         return Err(Error::invalid(
             "type",
             format!(

@@ -34,9 +34,6 @@ pub struct ReceivingParty {
 /// The rails' creation-time rules.
 #[async_trait]
 pub trait RailRules: Send + Sync {
-    /// Whether a live order of `payment_type` can reach a bank at all (a rail writes its file).
-    fn carries(&self, payment_type: crate::domain::enums::PaymentType) -> bool;
-
     /// Ok if `order`'s rail can carry it to `receiving` from `originating`, through the bank
     /// connection of `originating` (read from `store` in `scope`); else the 422 naming the field
     /// it cannot carry.
