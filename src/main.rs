@@ -765,7 +765,7 @@ async fn run_keys(store: &dyn payrail::store::Store, command: KeysCommand) -> an
                 let mut listed = Vec::with_capacity(all.len());
                 for key in &all {
                     let mut value = serde_json::to_value(key)?;
-                    value["state"] = key_state(key, now).into();
+                    value["state"] = key.state(now).as_str().into();
                     listed.push(value);
                 }
                 println!("{}", serde_json::to_string_pretty(&listed)?);
@@ -810,22 +810,12 @@ fn print_issued(issued: &keys::IssuedKey, json: bool) {
     }
 }
 
-/// A key's state as `keys list` shows it: `active`, `expired` or `revoked`.
-fn key_state(key: &ApiKey, now: payrail::domain::time::Timestamp) -> &'static str {
-    use payrail::domain::api_key::KeyState;
-    match key.state(now) {
-        KeyState::Active => "active",
-        KeyState::Expired => "expired",
-        KeyState::Revoked => "revoked",
-    }
-}
-
 fn print_key_table(all: &[ApiKey], clock: &SystemClock) {
     use payrail::domain::time::Clock;
     let now = clock.now();
     println!("{:<36}  {:<8}  {:<8}  {:<16}  {:<27}  NAME", "ID", "MODE", "STATE", "ORGANIZATION", "EXPIRES");
     for key in all {
-        let state = key_state(key, now);
+        let state = key.state(now).as_str();
         let mode = if key.live_mode { "live" } else { "sandbox" };
         let expires = key.expires_at.map(|t| t.to_string()).unwrap_or_else(|| "-".into());
         let name = on_one_line(&key.name);

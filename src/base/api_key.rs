@@ -201,6 +201,17 @@ pub enum KeyState {
     Revoked,
 }
 
+impl KeyState {
+    /// As `payrail keys list` shows it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KeyState::Active => "active",
+            KeyState::Expired => "expired",
+            KeyState::Revoked => "revoked",
+        }
+    }
+}
+
 impl ApiKey {
     pub fn new(name: String, mode: Mode, organization_id: String, now: Timestamp) -> Self {
         let id = uuid::Uuid::new_v4().to_string();
