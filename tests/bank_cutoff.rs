@@ -604,6 +604,31 @@ async fn b2_a_rail_that_cannot_make_a_file_holds_back_no_other_rail() {
 }
 }
 
+on_both_stores! {
+/// Found by CI, which ran at 00:10 UTC (19:10 in New York): an order created without an
+/// `effective_date` was dated by UTC's day, the bank's tomorrow, so the evening's cut-off held
+/// its wire back as not yet due. It is dated by the bank's day. The connection's zone is picked
+/// to be on another day than UTC's now (twelve hours behind before 11:00 UTC, fourteen ahead
+/// after), so the test means the same at any hour it runs.
+#[tokio::test]
+async fn b2_an_order_without_an_effective_date_is_for_the_bank_s_day_and_due_at_its_cutoff() {
+    let utc = jiff::Timestamp::now();
+    let zone = if utc.to_zoned(jiff::tz::TimeZone::UTC).hour() < 11 { "Etc/GMT+12" } else { "Etc/GMT-14" };
+    let server = TestServer::start().await;
+    let live = live_in(&server, "acme", &far_cutoff_in(zone), zone).await;
+    let wire = order(&server, &live, json!({"type": "wire", "amount": 300, "direction": "credit", "receiving_account": wire_receiving("Widgets Inc")})).await;
+    let ach = order(&server, &live, json!({"type": "ach", "amount": 200, "direction": "credit", "receiving_account": ach_receiving("Jane Doe")})).await;
+    let day_in = |zone: &str| jiff::Timestamp::now().to_zoned(jiff::tz::TimeZone::get(zone).unwrap()).strftime("%Y-%m-%d").to_string();
+    assert_eq!(wire["effective_date"], day_in(zone), "a pain.001's day is the connection's");
+    assert_eq!(ach["effective_date"], day_in(NEW_YORK), "a NACHA file's day is Eastern");
+    assert_ne!(wire["effective_date"], utc.strftime("%Y-%m-%d").to_string(), "the zone is on another day than UTC");
+    let run = cutoff(&server, &live.connection).await;
+    assert!(run.status.success(), "{}\n{}", text(&run.stdout), text(&run.stderr));
+    assert_eq!(get_order(&server, &live, wire["id"].as_str().unwrap()).await["status"], "sent", "the wire was due");
+    assert_eq!(get_order(&server, &live, ach["id"].as_str().unwrap()).await["status"], "sent", "the ACH order was due");
+}
+}
+
 /// An ACH order of `live` sent by a cut-off: the stored record of its file.
 async fn one_ach_file_sent(server: &TestServer, live: &Live) -> payrail::bank::cutoff::files::Stored {
     order(server, live, json!({"type": "ach", "amount": 100, "direction": "credit", "receiving_account": ach_receiving("Jane Doe")})).await;

@@ -344,7 +344,7 @@ pub fn sandbox_settings(data_dir: &Path, connection_id: &str) -> Settings {
     let (outbound_dir, inbound_dir) = sandbox_folders(data_dir, connection_id);
     let (ach, iso20022) = sandbox_identities();
     Settings {
-        timezone: "America/New_York".into(),
+        timezone: SANDBOX_TIMEZONE.into(),
         cutoffs: Vec::new(),
         transport: TransportSettings::Directory { outbound_dir, inbound_dir },
         ach: Some(ach),
@@ -364,6 +364,9 @@ pub fn sandbox_identities() -> (AchSettings, IsoSettings) {
     };
     (ach, IsoSettings { initiating_party_name: "PAYRAIL SANDBOX".into(), debtor_agent_bic: SANDBOX_BIC.into() })
 }
+
+/// The time zone of a built-in sandbox connection.
+pub const SANDBOX_TIMEZONE: &str = "America/New_York";
 
 /// The sandbox bank's BIC in its files.
 pub const SANDBOX_BIC: &str = "PAYRUS33XXX";

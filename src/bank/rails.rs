@@ -16,8 +16,9 @@
 use async_trait::async_trait;
 
 use super::ach::{AchOrder, SAME_DAY_AMOUNT_MAX_CENTS, entry_numbers, validate_order_for_ach};
-use super::connection::{sandbox_identities, stored_settings};
-use super::cutoff::items::AccountSnap;
+use super::connection::{SANDBOX_TIMEZONE, sandbox_identities, stored_settings};
+use super::cutoff::file_day;
+use super::cutoff::items::{AccountSnap, Rail as FileRail};
 use super::formats::iso20022::rules::{AccountView, OrderView, check_order, check_originating};
 use super::formats::iso20022::{PostalAddress, Rail};
 use crate::base::api_key::Scope;
@@ -44,25 +45,26 @@ impl RailRules for BankRails {
         order: &PaymentOrder,
         receiving: &ReceivingParty,
         originating: &InternalAccount,
-    ) -> Result<()> {
+    ) -> Result<Option<String>> {
         let rail = match order.payment_type {
-            PaymentType::Ach => None,
-            PaymentType::Wire => Some(Rail::Wire),
-            PaymentType::Rtp => Some(Rail::Rtp),
-            PaymentType::Sepa => Some(Rail::Sepa),
-            _ => return Ok(()),
+            PaymentType::Ach => FileRail::Ach,
+            PaymentType::Wire => FileRail::Iso(Rail::Wire),
+            PaymentType::Rtp => FileRail::Iso(Rail::Rtp),
+            PaymentType::Sepa => FileRail::Iso(Rail::Sepa),
+            _ => return Ok(None),
         };
         let sections = Sections::of(store, scope, originating).await?;
         match rail {
-            None => {
+            FileRail::Ach => {
                 sections.require(order, sections.ach, "[ach]")?;
-                check_ach(order, receiving)
+                check_ach(order, receiving)?;
             }
-            Some(rail) => {
+            FileRail::Iso(iso) => {
                 sections.require(order, sections.debtor_bic.is_some(), "[iso20022]")?;
-                check_iso(rail, order, receiving, originating, sections.debtor_bic.as_deref())
+                check_iso(iso, order, receiving, originating, sections.debtor_bic.as_deref())?;
             }
         }
+        file_day(rail, &sections.timezone, order.created_at).map(Some)
     }
 }
 
@@ -73,23 +75,25 @@ struct Sections {
     ach: bool,
     /// `[iso20022] debtor_agent_bic`, when the section is there.
     debtor_bic: Option<String>,
+    /// The connection's time zone: the day of its files.
+    timezone: String,
 }
 
 impl Sections {
     async fn of(store: &dyn Store, scope: &Scope, originating: &InternalAccount) -> Result<Sections> {
         let name = originating.connection.vendor_name.clone();
         let id = &originating.connection.id;
-        let (ach, iso) = match connection::is_builtin(scope, id) {
+        let (ach, iso, timezone) = match connection::is_builtin(scope, id) {
             true => {
                 let (ach, iso) = sandbox_identities();
-                (Some(ach), Some(iso))
+                (Some(ach), Some(iso), SANDBOX_TIMEZONE.to_owned())
             }
             false => {
                 let settings = stored_settings(store, scope, id).await?;
-                (settings.ach, settings.iso20022)
+                (settings.ach, settings.iso20022, settings.timezone)
             }
         };
-        Ok(Sections { name, ach: ach.is_some(), debtor_bic: iso.map(|iso| iso.debtor_agent_bic) })
+        Ok(Sections { name, ach: ach.is_some(), debtor_bic: iso.map(|iso| iso.debtor_agent_bic), timezone })
     }
 
     fn require(&self, order: &PaymentOrder, present: bool, section: &str) -> Result<()> {

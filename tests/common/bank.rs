@@ -10,10 +10,18 @@ use sha2::{Digest, Sha256};
 use super::{Key, TestServer, json};
 use payrail::domain::api_key::Mode;
 
+/// The time zone of the suites' connections.
+pub const NEW_YORK: &str = "America/New_York";
+
 /// A local time 12 hours from now in New York: the scheduled worker never reaches it during a test.
 pub fn far_cutoff() -> String {
+    far_cutoff_in(NEW_YORK)
+}
+
+/// A local time 12 hours from now in `timezone`.
+pub fn far_cutoff_in(timezone: &str) -> String {
     let later = jiff::Timestamp::now().checked_add(jiff::SignedDuration::from_hours(12)).unwrap();
-    later.to_zoned(jiff::tz::TimeZone::get("America/New_York").unwrap()).strftime("%H:%M").to_string()
+    later.to_zoned(jiff::tz::TimeZone::get(timezone).unwrap()).strftime("%H:%M").to_string()
 }
 
 /// A live connection's config for `org` with ACH and ISO 20022 identities, the cut-off time
@@ -55,9 +63,15 @@ pub async fn add_connection(server: &TestServer, dir: &Path, config: &str) -> St
 /// Registers a live directory connection for `org` with ACH and ISO 20022 identities and the
 /// given cut-off time; returns its id and its outbound folder.
 pub async fn bank(server: &TestServer, org: &str, cutoff: &str) -> (String, PathBuf) {
+    bank_in(server, org, cutoff, NEW_YORK).await
+}
+
+/// [`bank`], for a connection in `timezone`.
+pub async fn bank_in(server: &TestServer, org: &str, cutoff: &str, timezone: &str) -> (String, PathBuf) {
     let dir = server.dir.path().join(format!("bank-{org}"));
     std::fs::create_dir_all(&dir).unwrap();
-    let config = config_toml(org, cutoff, "kind = \"directory\"\noutbound_dir = \"outbound\"\ninbound_dir = \"inbound\"");
+    let transport = "kind = \"directory\"\noutbound_dir = \"outbound\"\ninbound_dir = \"inbound\"";
+    let config = config_toml(org, cutoff, transport).replace(NEW_YORK, timezone);
     let id = add_connection(server, &dir, &config).await;
     (id, dir.join("outbound").canonicalize().unwrap())
 }
@@ -75,8 +89,13 @@ pub async fn live(server: &TestServer, org: &str) -> Live {
 }
 
 pub async fn live_at(server: &TestServer, org: &str, cutoff: &str) -> Live {
+    live_in(server, org, cutoff, NEW_YORK).await
+}
+
+/// [`live_at`], with the connection in `timezone`.
+pub async fn live_in(server: &TestServer, org: &str, cutoff: &str, timezone: &str) -> Live {
     let key = server.key_for(org, Mode::Live).await;
-    let (connection, outbound) = bank(server, org, cutoff).await;
+    let (connection, outbound) = bank_in(server, org, cutoff, timezone).await;
     let body = json!({"name": "Operating", "currency": "USD", "party_name": "Acme Corp", "connection_id": connection});
     let (status, account) = json(server.post("/api/internal_accounts", &key, &body).send().await.unwrap()).await;
     assert_eq!(status, 201, "{account}");

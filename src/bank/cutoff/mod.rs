@@ -286,6 +286,16 @@ async fn warn_if_waiting(run: &Run<'_>, rail: Rail, accounts: &[crate::domain::i
     Ok(())
 }
 
+/// The calendar day (`YYYY-MM-DD`) of the files of `rail` made at `at` through a connection in
+/// `timezone`: the Eastern day for ACH (NACHA's file dates are the Federal Reserve's), the
+/// connection's own for ISO 20022 files (their `ReqdExctnDt`, which the cut-off's due test reads).
+pub fn file_day(rail: Rail, timezone: &str, at: Timestamp) -> Result<String> {
+    match rail {
+        Rail::Ach => Ok(super::calendar::to_eastern(items::to_offset(at)).date().to_string()),
+        Rail::Iso(_) => Ok(local_time(timezone, at)?.strftime("%Y-%m-%d").to_string()),
+    }
+}
+
 /// `at` in the connection's time zone.
 pub fn local_time(timezone: &str, at: Timestamp) -> Result<jiff::Zoned> {
     let tz = jiff::tz::TimeZone::get(timezone).map_err(|e| Error::internal(format!("time zone {timezone:?}: {e}")))?;

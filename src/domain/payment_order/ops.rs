@@ -50,6 +50,8 @@ pub fn date(param: &str, text: &str) -> Result<String> {
         .map_err(|_| Error::invalid(param, format!("{param} must be a date written YYYY-MM-DD")))
 }
 
+/// UTC's day at `now`: the default `effective_date` where no rail gives the bank's day
+/// ([`super::rails::RailRules::check`]): a type no file carries, or no rails wired in.
 fn today(now: Timestamp) -> String {
     now.to_string()[..10].to_owned()
 }
@@ -305,7 +307,10 @@ pub async fn create(ctx: &Ctx<'_>, commit: &dyn Commit, input: &PaymentOrderInpu
     let party = receiving.party.clone();
     let mut order = build(ctx, input, Built { payment_type, total, direction, originating_id, currency, receiving })?;
     if let (Some(rails), Some(party)) = (ctx.rails, &party) {
-        rails.check(ctx.store, ctx.scope, &order, party, &originating).await?;
+        let bank_day = rails.check(ctx.store, ctx.scope, &order, party, &originating).await?;
+        if let (None, Some(day)) = (&input.effective_date, bank_day) {
+            order.effective_date = day;
+        }
     }
     if let Some(given) = &input.ledger_transaction {
         order.ledger_transaction_id = Some(ledger_transactions::stage_for_order(ctx, &mut batch, given, order.id.as_str()).await?);
@@ -645,7 +650,7 @@ async fn recheck_rails(ctx: &Ctx<'_>, order: &PaymentOrder) -> Result<()> {
     })?;
     let originating = originating?.ok_or_else(|| Error::internal("a payment order's originating account is gone"))?;
     let party = party_of(&parse_external(&receiving)?, "receiving_account_id");
-    rails.check(ctx.store, ctx.scope, order, &party, &internal_account::parse(&originating)?).await
+    rails.check(ctx.store, ctx.scope, order, &party, &internal_account::parse(&originating)?).await.map(|_| ())
 }
 
 /// Stages what the order's move to `to` does to its ledger transaction, if it has one (SPEC G7).

@@ -37,6 +37,11 @@ pub trait RailRules: Send + Sync {
     /// Ok if `order`'s rail can carry it to `receiving` from `originating`, through the bank
     /// connection of `originating` (read from `store` in `scope`); else the 422 naming the field
     /// it cannot carry.
+    ///
+    /// The Ok carries the calendar day (`YYYY-MM-DD`) of that connection's files of the rail at
+    /// `order.created_at` (`None` for a type no file carries): the day an order created without
+    /// an `effective_date` is for. The bank's day, not UTC's, so that the connection's next
+    /// cut-off finds the order due (SPEC B2) however far the bank's zone is from UTC.
     async fn check(
         &self,
         store: &dyn Store,
@@ -44,5 +49,5 @@ pub trait RailRules: Send + Sync {
         order: &PaymentOrder,
         receiving: &ReceivingParty,
         originating: &InternalAccount,
-    ) -> Result<()>;
+    ) -> Result<Option<String>>;
 }
