@@ -522,7 +522,8 @@ async fn e_expected_payments_crud_shape_and_bad_input() {
     assert_eq!(patched["metadata"], json!({"po": "7"}));
     assert_eq!((patched["created_at"].clone(), patched["type"].clone()), (created["created_at"].clone(), json!("ach")));
     for (patch, param) in [(json!({"amount_upper_bound": 100}), "amount_upper_bound"), (json!({"direction": "up"}), "direction"), (json!({"amount_lower_bound": "ten"}), "amount_lower_bound"),
-        (json!({"status": "reconciled"}), "status"), (json!({"internal_account_id": "nope"}), "internal_account_id")] {
+        (json!({"status": "reconciled"}), "status"), (json!({"internal_account_id": "nope"}), "internal_account_id"),
+        (json!({"currency": "EUR"}), "currency")] {
         let (status, body) = json(server.patch(&path, &key, &patch).send().await.unwrap()).await;
         assert_422(status, &body, param);
     }
@@ -542,6 +543,8 @@ async fn e_expected_payments_crud_shape_and_bad_input() {
         (bad(json!({"date_lower_bound": "2026-04-01"})), "date_upper_bound"),
         (bad(json!({"date_upper_bound": "31/03/2026"})), "date_upper_bound"),
         (bad(json!({"currency": "XXX"})), "currency"),
+        // The account holds USD: EUR money never reaches it, so this could never reconcile.
+        (bad(json!({"currency": "EUR"})), "currency"),
         (bad(json!({"type": "teleport"})), "type"),
         (bad(json!({"reconciliation_filters": [1]})), "reconciliation_filters"),
         (bad(json!({"reconciliation_rule_variables": [{"a": "b"}]})), "reconciliation_rule_variables[0].a"),

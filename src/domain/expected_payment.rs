@@ -255,7 +255,6 @@ async fn build(
     let (lower, upper, date_lower, date_upper) = bounds(input)?;
     let direction = Direction::parse("direction", input.direction.as_deref().ok_or_else(|| Error::missing("direction"))?)?;
     let payment_type = input.payment_type.as_deref().map(|t| PaymentType::parse("type", t)).transpose()?;
-    let currency = input.currency.as_deref().map(|c| Currency::parse("currency", c)).transpose()?;
     let text = |param: &str, value: &Option<String>| validate::opt_text(param, value.as_deref(), TEXT_LEN_MAX);
     let (description, descriptor) = (text("description", &input.description)?, text("statement_descriptor", &input.statement_descriptor)?);
     let (remittance, external_id) =
@@ -268,7 +267,13 @@ async fn build(
     if let Some(counterparty_id) = &input.counterparty_id {
         require(ctx, batch, kinds::COUNTERPARTY, counterparty_id, "counterparty_id").await?;
     }
-    let variables = rule_variables(input.reconciliation_rule_variables.as_ref(), currency.unwrap_or(account.currency))?;
+    let currency = validate::account_currency(
+        input.currency.as_deref(),
+        account.currency,
+        "the internal account's",
+        "an expected payment is matched only to that account's transactions, which are in its currency",
+    )?;
+    let variables = rule_variables(input.reconciliation_rule_variables.as_ref(), currency)?;
     Ok(ExpectedPayment {
         id,
         object: KIND.into(),
@@ -281,7 +286,7 @@ async fn build(
         direction,
         internal_account_id: account.id,
         payment_type,
-        currency: currency.unwrap_or(account.currency),
+        currency,
         date_upper_bound: date_upper,
         date_lower_bound: date_lower,
         description,

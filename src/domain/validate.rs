@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use super::bank_id::{AbaRoutingNumber, Bic, Iban};
 use super::enums;
 use super::id::Id;
+use super::money::Currency;
 use crate::error::{Error, Result};
 
 pub const TEXT_LEN_MAX: usize = 255;
@@ -128,6 +129,18 @@ pub fn routing_number(param: &str, value: &str, routing_type: &str) -> Result<St
 /// checked by [`Id::parse`], its existence by the store.
 pub fn id(param: &str, value: &str) -> Result<String> {
     Id::parse(param, value).map(String::from)
+}
+
+/// The currency of something held to one account: the account's, `account`. Naming another is
+/// refused: an unknown code as unknown, a known one saying it must be `whose` currency and `why`.
+pub fn account_currency(given: Option<&str>, account: Currency, whose: &str, why: &str) -> Result<Currency> {
+    match given {
+        Some(code) if code != account.code() => {
+            Currency::parse("currency", code)?;
+            Err(Error::invalid("currency", format!("currency must be {whose} ({account}): {why}")))
+        }
+        _ => Ok(account),
+    }
 }
 
 #[cfg(test)]

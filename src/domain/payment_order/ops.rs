@@ -227,21 +227,6 @@ fn check_unsupported(input: &PaymentOrderInput) -> Result<()> {
     unsupported(input.documents.is_some(), "documents", "documents")
 }
 
-/// The order's currency: its originating account's. Naming another is refused (an unknown code
-/// as unknown, a known one as cross-currency).
-fn order_currency(given: Option<&str>, account: Currency) -> Result<Currency> {
-    match given {
-        Some(code) if code != account.code() => {
-            Currency::parse("currency", code)?;
-            Err(Error::invalid(
-                "currency",
-                format!("currency must be the originating account's ({account}): cross-currency payments are not supported"),
-            ))
-        }
-        _ => Ok(account),
-    }
-}
-
 /// `word` after its indefinite article, as a payment type reads aloud ("an ach", "a wire").
 fn with_article(word: &str) -> String {
     let article = if word.starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" };
@@ -301,7 +286,12 @@ pub async fn create(ctx: &Ctx<'_>, commit: &dyn Commit, input: &PaymentOrderInpu
         ));
     }
     require(&mut batch, ctx, internal_account::KIND, originating_id.as_str(), "originating_account_id");
-    let currency = order_currency(input.currency.as_deref(), originating.currency)?;
+    let currency = validate::account_currency(
+        input.currency.as_deref(),
+        originating.currency,
+        "the originating account's",
+        "cross-currency payments are not supported",
+    )?;
     let receiving = receiving?;
     check_book(&receiving, &originating_id, currency)?;
     let party = receiving.party.clone();
