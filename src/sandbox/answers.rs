@@ -194,7 +194,7 @@ pub fn expected_booking(
 ) -> Result<Option<AnswerFile>, String> {
     let Some(amount) = booked_amount(expected.amount_lower_bound, expected.amount_upper_bound) else { return Ok(None) };
     let account = AccountRef { iban: None, account_number: Some(account_number) };
-    let day = expected.date_lower_bound.clone().unwrap_or_else(|| today.to_owned());
+    let day = booked_day(expected.date_lower_bound.as_deref(), expected.date_upper_bound.as_deref(), today);
     let entry = StatementEntry {
         account: account.clone(),
         amount,
@@ -226,6 +226,21 @@ pub fn expected_booking(
     Ok(Some((format!("expected-{}.camt054.xml", expected.id), writer.finish().map_err(|e| e.to_string())?)))
 }
 
+/// The day the bank books the payment on: today, moved into the expected payment's date bounds
+/// (`YYYY-MM-DD`, each optional), so that it reconciles. An upper bound of the client's today is
+/// before the bank's today when their zones are on different days (New York's evening is UTC's
+/// next morning).
+fn booked_day(lower: Option<&str>, upper: Option<&str>, today: &str) -> String {
+    let day = match upper {
+        Some(upper) if upper < today => upper,
+        _ => today,
+    };
+    match lower {
+        Some(lower) if lower > day => lower.to_owned(),
+        _ => day.to_owned(),
+    }
+}
+
 /// The amount the bank books for bounds `lower..=upper`: the lower bound, or the upper one when
 /// the lower is not positive; `None` when neither is.
 fn booked_amount(lower: i64, upper: i64) -> Option<i64> {
@@ -234,7 +249,17 @@ fn booked_amount(lower: i64, upper: i64) -> Option<i64> {
 
 #[cfg(test)]
 mod tests {
-    use super::booked_amount;
+    use super::{booked_amount, booked_day};
+
+    #[test]
+    fn b7_the_bank_books_within_the_expected_dates() {
+        let today = "2026-11-30";
+        assert_eq!(booked_day(None, None, today), today);
+        assert_eq!(booked_day(None, Some("2026-11-29"), today), "2026-11-29", "a New York client's today, at 01:00 UTC");
+        assert_eq!(booked_day(Some("2026-12-02"), None, today), "2026-12-02");
+        assert_eq!(booked_day(Some("2026-11-01"), Some("2026-12-31"), today), today);
+        assert_eq!(booked_day(Some("2026-03-01"), Some("2026-03-31"), today), "2026-03-31");
+    }
 
     #[test]
     fn the_bank_books_a_positive_amount_or_nothing() {
