@@ -607,25 +607,54 @@ async fn b2_a_rail_that_cannot_make_a_file_holds_back_no_other_rail() {
 on_both_stores! {
 /// Found by CI, which ran at 00:10 UTC (19:10 in New York): an order created without an
 /// `effective_date` was dated by UTC's day, the bank's tomorrow, so the evening's cut-off held
-/// its wire back as not yet due. It is dated by the bank's day. The connection's zone is picked
-/// to be on another day than UTC's now (twelve hours behind before 11:00 UTC, fourteen ahead
-/// after), so the test means the same at any hour it runs.
+/// its wire back as not yet due. It is dated by the bank's day, moved to the next banking day on
+/// a weekend or holiday as Modern Treasury defaults it. The connection's zone is picked to be on
+/// another day than UTC's now (twelve hours behind before 11:00 UTC, fourteen ahead after), so
+/// the test means the same at any hour it runs.
 #[tokio::test]
 async fn b2_an_order_without_an_effective_date_is_for_the_bank_s_day_and_due_at_its_cutoff() {
-    let utc = jiff::Timestamp::now();
-    let zone = if utc.to_zoned(jiff::tz::TimeZone::UTC).hour() < 11 { "Etc/GMT+12" } else { "Etc/GMT-14" };
+    use payrail::bank::calendar::banking_day_on_or_after;
+    let day_in = |zone: &str| {
+        let local = jiff::Timestamp::now().to_zoned(jiff::tz::TimeZone::get(zone).unwrap()).date();
+        time::Date::from_calendar_date(local.year().into(), (local.month() as u8).try_into().unwrap(), local.day() as u8).unwrap()
+    };
+    let zone = if jiff::Timestamp::now().to_zoned(jiff::tz::TimeZone::UTC).hour() < 11 { "Etc/GMT+12" } else { "Etc/GMT-14" };
+    assert_ne!(day_in(zone), day_in("UTC"), "the zone is on another day than UTC");
     let server = TestServer::start().await;
     let live = live_in(&server, "acme", &far_cutoff_in(zone), zone).await;
     let wire = order(&server, &live, json!({"type": "wire", "amount": 300, "direction": "credit", "receiving_account": wire_receiving("Widgets Inc")})).await;
     let ach = order(&server, &live, json!({"type": "ach", "amount": 200, "direction": "credit", "receiving_account": ach_receiving("Jane Doe")})).await;
-    let day_in = |zone: &str| jiff::Timestamp::now().to_zoned(jiff::tz::TimeZone::get(zone).unwrap()).strftime("%Y-%m-%d").to_string();
-    assert_eq!(wire["effective_date"], day_in(zone), "a pain.001's day is the connection's");
-    assert_eq!(ach["effective_date"], day_in(NEW_YORK), "a NACHA file's day is Eastern");
-    assert_ne!(wire["effective_date"], utc.strftime("%Y-%m-%d").to_string(), "the zone is on another day than UTC");
+    let rtp = order(&server, &live, json!({"type": "rtp", "amount": 100, "direction": "credit", "receiving_account": wire_receiving("Widgets Inc")})).await;
+    assert_eq!(wire["effective_date"], banking_day_on_or_after(day_in(zone)).to_string(), "a wire's day is the connection's");
+    assert_eq!(ach["effective_date"], banking_day_on_or_after(day_in(NEW_YORK)).to_string(), "a NACHA file's day is Eastern");
+    assert_eq!(rtp["effective_date"], day_in(zone).to_string(), "RTP settles every day");
     let run = cutoff(&server, &live.connection).await;
     assert!(run.status.success(), "{}\n{}", text(&run.stdout), text(&run.stderr));
-    assert_eq!(get_order(&server, &live, wire["id"].as_str().unwrap()).await["status"], "sent", "the wire was due");
-    assert_eq!(get_order(&server, &live, ach["id"].as_str().unwrap()).await["status"], "sent", "the ACH order was due");
+    for (order, rail) in [(&wire, "wire"), (&ach, "ach"), (&rtp, "rtp")] {
+        assert_eq!(get_order(&server, &live, order["id"].as_str().unwrap()).await["status"], "sent", "the {rail} order was due");
+    }
+}
+}
+
+on_both_stores! {
+/// Found by the time audit: a wire cut off on Thanksgiving or a Saturday asked its bank to
+/// execute it that day, when Fedwire is closed. A `pain.001` asks for the rail's next business
+/// day (the days of each rail are `cutoff::tests`'), the day the order was for. This run checks
+/// today's: a weekend or a holiday is where it would fail.
+#[tokio::test]
+async fn b3_a_pain001_asks_for_its_rail_s_next_business_day() {
+    use payrail::bank::calendar::banking_day_on_or_after;
+    let server = TestServer::start().await;
+    let live = live(&server, "acme").await;
+    let wire = order(&server, &live, json!({"type": "wire", "amount": 300, "direction": "credit", "receiving_account": wire_receiving("Widgets Inc")})).await;
+    let run = cutoff(&server, &live.connection).await;
+    assert!(run.status.success(), "{}\n{}", text(&run.stdout), text(&run.stderr));
+    let files = bank_files(&server, &live.connection).await;
+    let sent = std::fs::read_to_string(live.outbound.join(files[0]["name"].as_str().unwrap())).unwrap();
+    let asked = sent.split("<ReqdExctnDt>").nth(1).and_then(|rest| rest.split("<Dt>").nth(1)).unwrap().split('<').next().unwrap().to_owned();
+    assert_eq!(asked, wire["effective_date"].as_str().unwrap(), "the day the order was for");
+    let asked = time::Date::parse(&asked, time::macros::format_description!("[year]-[month]-[day]")).unwrap();
+    assert_eq!(banking_day_on_or_after(asked), asked, "{asked} is a banking day");
 }
 }
 

@@ -1,4 +1,5 @@
-//! The Federal Reserve's banking days and the ACH effective entry date (SPEC B3).
+//! The Federal Reserve's banking days and the ACH effective entry date (SPEC B3), and TARGET2's
+//! business days, on which SEPA credit transfers settle.
 //!
 //! A banking day is a weekday that is not a Fed holiday: New Year's Day, Martin Luther King Jr.
 //! Day, Presidents Day, Memorial Day, Juneteenth (from 2022), Independence Day, Labor Day,
@@ -78,6 +79,50 @@ pub fn next_banking_day(date: Date) -> Date {
     next
 }
 
+/// `date` if it is a banking day, else the first banking day after it.
+pub fn banking_day_on_or_after(date: Date) -> Date {
+    if is_banking_day(date) { date } else { next_banking_day(date) }
+}
+
+/// Easter Sunday of `year` (the Gregorian computus, Meeus/Jones/Butcher).
+fn easter_sunday(year: i32) -> Date {
+    let (a, b, c) = (year % 19, year / 100, year % 100);
+    let (d, e) = (b / 4, b % 4);
+    let g = (b - (b + 8) / 25 + 1) / 3;
+    let h = (19 * a + b - d - g + 15) % 30;
+    let (i, k) = (c / 4, c % 4);
+    let l = (32 + 2 * e + 2 * i - h - k) % 7;
+    let m = (a + 11 * h + 22 * l) / 451;
+    let month = (h + l - 7 * m + 114) / 31;
+    let day_of_month = (h + l - 7 * m + 114) % 31 + 1;
+    let month = Month::try_from(month as u8).expect("Easter is in March or April");
+    day(year, month, day_of_month as u8)
+}
+
+/// Is `date` a TARGET2 business day, when SEPA credit transfers settle: a weekday other than
+/// New Year's Day, Good Friday, Easter Monday, 1 May and 25 and 26 December.
+pub fn is_target_day(date: Date) -> bool {
+    let easter = easter_sunday(date.year());
+    let closed = [
+        day(date.year(), Month::January, 1),
+        easter - Duration::days(2),
+        easter + Duration::days(1),
+        day(date.year(), Month::May, 1),
+        day(date.year(), Month::December, 25),
+        day(date.year(), Month::December, 26),
+    ];
+    !matches!(date.weekday(), Weekday::Saturday | Weekday::Sunday) && !closed.contains(&date)
+}
+
+/// `date` if it is a TARGET2 business day, else the first one after it.
+pub fn target_day_on_or_after(date: Date) -> Date {
+    let mut day = date;
+    while !is_target_day(day) {
+        day = day.next_day().expect("dates before year 9999");
+    }
+    day
+}
+
 /// New York's UTC offset at `instant`: EDT (-4) from the second Sunday of March 02:00 EST to
 /// the first Sunday of November 02:00 EDT, EST (-5) otherwise.
 pub fn eastern_offset(instant: OffsetDateTime) -> UtcOffset {
@@ -138,6 +183,27 @@ mod tests {
         #[rustfmt::skip]
         let want_2027 = [date!(2027-01-01), date!(2027-01-18), date!(2027-02-15), date!(2027-05-31), date!(2027-07-05), date!(2027-09-06), date!(2027-10-11), date!(2027-11-11), date!(2027-11-25)];
         assert_eq!(observed(2027), want_2027, "Juneteenth and Christmas 2027 fall on Saturdays; July 4th on a Sunday moves to Monday");
+    }
+
+    #[test]
+    fn target2_closes_on_weekends_easter_may_day_and_christmas() {
+        assert_eq!(easter_sunday(2026), date!(2026 - 04 - 05));
+        assert_eq!(easter_sunday(2027), date!(2027 - 03 - 28));
+        assert_eq!(easter_sunday(2038), date!(2038 - 04 - 25), "the latest Easter of the century but one");
+        for closed in [date!(2026 - 04 - 03), date!(2026 - 04 - 06), date!(2026 - 05 - 01), date!(2026 - 12 - 25), date!(2027 - 01 - 01)] {
+            assert!(!is_target_day(closed), "{closed}");
+        }
+        assert!(is_target_day(date!(2026 - 11 - 26)), "Thanksgiving is not a TARGET2 holiday");
+        assert_eq!(target_day_on_or_after(date!(2026 - 12 - 24)), date!(2026 - 12 - 24));
+        assert_eq!(target_day_on_or_after(date!(2026 - 12 - 25)), date!(2026 - 12 - 28), "over Christmas, St Stephen's and the weekend");
+        assert_eq!(target_day_on_or_after(date!(2026 - 04 - 03)), date!(2026 - 04 - 07), "over Good Friday, Easter and Easter Monday");
+    }
+
+    #[test]
+    fn banking_day_on_or_after_keeps_a_banking_day() {
+        assert_eq!(banking_day_on_or_after(date!(2026 - 11 - 25)), date!(2026 - 11 - 25));
+        assert_eq!(banking_day_on_or_after(date!(2026 - 11 - 26)), date!(2026 - 11 - 27), "Thanksgiving");
+        assert_eq!(banking_day_on_or_after(date!(2026 - 11 - 28)), date!(2026 - 11 - 30), "a Saturday");
     }
 
     #[test]

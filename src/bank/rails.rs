@@ -17,7 +17,7 @@ use async_trait::async_trait;
 
 use super::ach::{AchOrder, SAME_DAY_AMOUNT_MAX_CENTS, entry_numbers, validate_order_for_ach};
 use super::connection::{SANDBOX_TIMEZONE, sandbox_identities, stored_settings};
-use super::cutoff::file_day;
+use super::cutoff::business_day;
 use super::cutoff::items::{AccountSnap, Rail as FileRail};
 use super::formats::iso20022::rules::{AccountView, OrderView, check_order, check_originating};
 use super::formats::iso20022::{PostalAddress, Rail};
@@ -64,7 +64,7 @@ impl RailRules for BankRails {
                 check_iso(iso, order, receiving, originating, sections.debtor_bic.as_deref())?;
             }
         }
-        file_day(rail, &sections.timezone, order.created_at).map(Some)
+        business_day(rail, &sections.timezone, order.created_at).map(|day| Some(day.to_string()))
     }
 }
 

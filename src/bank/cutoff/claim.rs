@@ -329,7 +329,7 @@ async fn create_file(run: &Run<'_>, rail: Rail) -> Result<files::Stored> {
         file_id_modifier: modifier.as_char().to_string(),
         ach: if rail == Rail::Ach { run.settings.ach.clone() } else { None },
         iso20022: if rail == Rail::Ach { None } else { run.settings.iso20022.clone() },
-        execution_date: local.strftime("%Y-%m-%d").to_string(),
+        execution_date: super::business_day(rail, &run.settings.timezone, created_at)?.to_string(),
         day,
     };
     let file = BankFile {

@@ -67,7 +67,8 @@ pub struct HeaderValues {
     pub ach: Option<AchSettings>,
     /// The connection's ISO 20022 identities (wire, rtp and sepa files).
     pub iso20022: Option<IsoSettings>,
-    /// `ReqdExctnDt` (ISO files): the file's day in the connection's time zone, `YYYY-MM-DD`.
+    /// `ReqdExctnDt` (ISO files), `YYYY-MM-DD`: the file's day in the connection's time zone,
+    /// moved to the rail's next business day when it is not one (`cutoff::business_day`).
     pub execution_date: String,
     /// The day `sequence` counts in, `yyyymmdd` (ACH: New York's, the header's date; ISO: the
     /// connection's).

@@ -96,15 +96,16 @@ impl Run<'_> {
     }
 
     /// The day (`YYYY-MM-DD`) a file made now would move `order`'s money; `None` (not due) if
-    /// the connection's time zone cannot be read.
+    /// no file carries its type or the connection's time zone cannot be read.
     fn value_date(&self, order: &crate::domain::payment_order::PaymentOrder) -> Option<String> {
-        use crate::domain::enums::{PaymentType, Priority};
-        if order.payment_type == PaymentType::Ach {
+        use crate::domain::enums::Priority;
+        let rail = Rail::ALL.into_iter().find(|rail| rail.payment_type() == order.payment_type)?;
+        if rail == Rail::Ach {
             let high = order.priority == Priority::High;
             let date = super::calendar::effective_entry_date(items::to_offset(self.now), high).date;
             return Some(date.to_string());
         }
-        local_time(&self.settings.timezone, self.now).ok().map(|local| local.strftime("%Y-%m-%d").to_string())
+        business_day(rail, &self.settings.timezone, self.now).ok().map(|date| date.to_string())
     }
 }
 
@@ -286,14 +287,30 @@ async fn warn_if_waiting(run: &Run<'_>, rail: Rail, accounts: &[crate::domain::i
     Ok(())
 }
 
-/// The calendar day (`YYYY-MM-DD`) of the files of `rail` made at `at` through a connection in
-/// `timezone`: the Eastern day for ACH (NACHA's file dates are the Federal Reserve's), the
-/// connection's own for ISO 20022 files (their `ReqdExctnDt`, which the cut-off's due test reads).
-pub fn file_day(rail: Rail, timezone: &str, at: Timestamp) -> Result<String> {
-    match rail {
-        Rail::Ach => Ok(super::calendar::to_eastern(items::to_offset(at)).date().to_string()),
-        Rail::Iso(_) => Ok(local_time(timezone, at)?.strftime("%Y-%m-%d").to_string()),
-    }
+/// The day the money of an order of `rail` sent at `at`, through a connection in `timezone`,
+/// is for: the day its file is of (Eastern for ACH, whose dates are the Federal Reserve's; the
+/// connection's own for ISO 20022 files), moved to the rail's next business day when it is not
+/// one: the Fed's for ACH and wires, TARGET2's for SEPA; RTP settles every day. It is what a
+/// `pain.001` asks for (`ReqdExctnDt`), and the `effective_date` of an order created at `at`
+/// without one, as Modern Treasury defaults it: today, or the next business day on a weekend or
+/// holiday.
+pub fn business_day(rail: Rail, timezone: &str, at: Timestamp) -> Result<time::Date> {
+    use super::calendar::{banking_day_on_or_after, target_day_on_or_after, to_eastern};
+    use super::formats::iso20022::Rail as Iso;
+    Ok(match rail {
+        Rail::Ach => banking_day_on_or_after(to_eastern(items::to_offset(at)).date()),
+        Rail::Iso(Iso::Wire) => banking_day_on_or_after(local_date(timezone, at)?),
+        Rail::Iso(Iso::Sepa) => target_day_on_or_after(local_date(timezone, at)?),
+        Rail::Iso(Iso::Rtp) => local_date(timezone, at)?,
+    })
+}
+
+/// The calendar day at `at` in `timezone`.
+fn local_date(timezone: &str, at: Timestamp) -> Result<time::Date> {
+    let local = local_time(timezone, at)?.date();
+    let month = time::Month::try_from(local.month() as u8).map_err(|e| Error::internal(format!("month of {local}: {e}")))?;
+    time::Date::from_calendar_date(i32::from(local.year()), month, local.day() as u8)
+        .map_err(|e| Error::internal(format!("date {local}: {e}")))
 }
 
 /// `at` in the connection's time zone.
@@ -382,4 +399,35 @@ pub async fn show_file(store: &dyn Store, data_dir: &Path, id: &str, out: &mut d
     std::io::copy(&mut file, out)?;
     out.flush()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bank::formats::iso20022::Rail as Iso;
+
+    fn day(rail: Rail, timezone: &str, at: &str) -> String {
+        business_day(rail, timezone, Timestamp::parse_rfc3339(at).unwrap()).unwrap().to_string()
+    }
+
+    #[test]
+    fn b3_an_order_s_money_moves_on_its_rail_s_next_business_day() {
+        let ny = "America/New_York";
+        // Thanksgiving, 10:00 in New York: the Fed is closed, TARGET2 open, RTP always.
+        let thanksgiving = "2026-11-26T15:00:00Z";
+        assert_eq!(day(Rail::Ach, ny, thanksgiving), "2026-11-27");
+        assert_eq!(day(Rail::Iso(Iso::Wire), ny, thanksgiving), "2026-11-27");
+        assert_eq!(day(Rail::Iso(Iso::Sepa), "Europe/Berlin", thanksgiving), "2026-11-26");
+        assert_eq!(day(Rail::Iso(Iso::Rtp), ny, thanksgiving), "2026-11-26");
+        // Sunday 19:10 in New York is Monday in UTC and in Tokyo: each connection's own day.
+        let sunday_evening = "2026-11-30T00:10:00Z";
+        assert_eq!(day(Rail::Iso(Iso::Wire), ny, sunday_evening), "2026-11-30", "Sunday, moved to Monday");
+        assert_eq!(day(Rail::Iso(Iso::Rtp), ny, sunday_evening), "2026-11-29");
+        assert_eq!(day(Rail::Iso(Iso::Rtp), "Asia/Tokyo", sunday_evening), "2026-11-30");
+        assert_eq!(day(Rail::Ach, "Asia/Tokyo", "2026-11-25T20:00:00Z"), "2026-11-25", "ACH's day is Eastern whatever the zone");
+        // Good Friday 2027 in Frankfurt: SEPA waits for Tuesday, a wire goes that day.
+        let good_friday = "2027-03-26T09:00:00Z";
+        assert_eq!(day(Rail::Iso(Iso::Sepa), "Europe/Berlin", good_friday), "2027-03-30");
+        assert_eq!(day(Rail::Iso(Iso::Wire), ny, good_friday), "2027-03-26");
+    }
 }
