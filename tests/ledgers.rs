@@ -828,6 +828,10 @@ on_both_stores! {
         assert_eq!(txns("status=pending").await, Vec::<String>::new());
         assert_eq!(txns("status=posted").await, [ids[1].clone(), ids[0].clone()]);
         assert_eq!(txns("status%5B%5D=archived&effective_date%5Bgte%5D=2026-03-21").await, [ids[2].clone()]);
+        // Found by the time audit: MT's document types this filter as a date-time, so an SDK may
+        // send one; it names the day it is written on.
+        assert_eq!(txns("status%5B%5D=archived&effective_date%5Bgte%5D=2026-03-21T00:00:00-05:00").await, [ids[2].clone()]);
+        assert_eq!(txns("effective_date%5Beq%5D=2026-03-20T23:00:00Z").await, [ids[1].clone()]);
         assert_eq!(txns("effective_at=2026-03-20T12:00:00Z").await, [ids[1].clone()]);
         assert_eq!(txns("effective_at%5Blt%5D=2026-03-20T12:00:00Z&status=posted").await, [ids[0].clone()]);
         let (status, body) = json(server.get("/api/ledger_transactions?status=settled", &key).send().await.unwrap()).await;
@@ -851,6 +855,8 @@ on_both_stores! {
             ("direction=up", "direction"),
             ("effective_at%5Bgte%5D=soon", "effective_at[gte]"),
             ("effective_at%5Bgtee%5D=2026-03-20T12:00:00Z", "effective_at[gtee]"),
+            ("effective_date%5Bgte%5D=2026-03-20T25:00:00Z", "effective_date[gte]"),
+            ("effective_date%5Bgte%5D=20260320", "effective_date[gte]"),
         ];
         for (query, parameter) in refused {
             let (status, body) = json(server.get(&format!("{on_a}&{query}"), &key).send().await.unwrap()).await;

@@ -29,7 +29,7 @@ pub struct EffectiveParams {
     /// Only those effective within these bounds (years 1 to 9999).
     #[param(style = DeepObject, explode, inline)]
     effective_at: Option<DateTimeRange>,
-    /// Only those effective within these UTC days.
+    /// Only those effective within these UTC days (a date-time names the day it is written on).
     #[param(style = DeepObject, explode, inline)]
     effective_date: Option<DateRange>,
 }

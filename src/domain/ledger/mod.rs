@@ -259,6 +259,19 @@ pub fn parse_date(param: &str, text: &str) -> Result<Timestamp> {
         .ok_or_else(|| Error::invalid(param, format!("{param} must be a date (YYYY-MM-DD)")))
 }
 
+/// The day an `effective_date[...]` bound names: a date, or the date a date-time is written on
+/// (MT's document types the transactions' filter as a date-time, so an SDK may send one:
+/// `2026-11-29T00:00:00-05:00` is the 29th).
+fn filter_day(param: &str, text: &str) -> Result<Timestamp> {
+    match parse_date(param, text) {
+        Ok(day) => Ok(day),
+        Err(refused) => match text.get(..10) {
+            Some(day) if effective_at(param, text).is_ok() => parse_date(param, day),
+            _ => Err(refused),
+        },
+    }
+}
+
 /// The UTC date of an instant, `YYYY-MM-DD`.
 pub fn date_of(at: Timestamp) -> String {
     at.to_string()[..10].to_owned()
@@ -381,7 +394,7 @@ pub fn effective_range<'a>(get: impl Fn(&str) -> Option<&'a str>) -> Result<Effe
             let name = format!("{field}{op}");
             let Some(text) = get(&name) else { continue };
             let (first, last) = if field == "effective_date" {
-                let start = parse_date(&name, text)?;
+                let start = filter_day(&name, text)?;
                 (start, start.plus_secs(86_400).plus_micros(-1))
             } else {
                 let at = effective_at(&name, text)?;
