@@ -72,6 +72,7 @@ fn entry(amount: i64, direction: EntryDirection) -> StatementEntry {
         currency: usd(),
         direction,
         booking_date: "2026-07-02".into(),
+        booking_time: None,
         value_date: None,
         end_to_end_id: None,
         ach_trace_number: None,

@@ -406,6 +406,7 @@ fn unnamed(
         currency: payrail::domain::money::Currency::USD,
         direction,
         booking_date: booked.to_owned(),
+        booking_time: None,
         value_date: None,
         end_to_end_id: None,
         ach_trace_number: None,
@@ -717,6 +718,7 @@ on_both_stores! {
         let day = time::OffsetDateTime::now_utc().date().to_string();
         let paid_by = |payer: Option<&str>| {
             let mut entry = unnamed(&number, 5_000, Credit, &day);
+            entry.booking_time = Some("21:00:00".into());
             entry.counterparty = payer.map(|n| Party { name: Some("PAYER".into()), account: AccountRef { iban: None, account_number: Some(n.into()) } });
             entry
         };
@@ -737,6 +739,7 @@ on_both_stores! {
         let paid = get_json(&server, &live, &format!("/api/transactions/{}", acme_ep["transaction_id"].as_str().unwrap())).await;
         assert_eq!(paid["details"]["counterparty_account_number"], "000 555 111", "{paid}");
         assert_eq!(paid["details"]["counterparty_name"], "PAYER");
+        assert_eq!(paid["as_of_time"], "21:00:00", "the booking time the bank gave (time audit)");
 
         // A later statement that names no payer: Globex's expectation is not refused on it.
         drop_file(&live, "statement-2.xml", &statement_of(&number, vec![paid_by(None)]));

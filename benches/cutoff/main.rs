@@ -454,6 +454,7 @@ mod answers {
                     currency: usd,
                     direction: EntryDirection::Credit,
                     booking_date: "2026-11-26".into(),
+                    booking_time: None,
                     value_date: None,
                     end_to_end_id: None,
                     ach_trace_number: None,

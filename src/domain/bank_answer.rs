@@ -124,6 +124,9 @@ pub struct StatementEntry {
     pub direction: EntryDirection,
     /// `BookgDt`: the transaction's `as_of_date`.
     pub booking_date: String,
+    /// The clock time of `BookgDt/DtTm` as written (`HH:MM:SS`), when the bank gave one: the
+    /// transaction's `as_of_time`.
+    pub booking_time: Option<String>,
     /// `ValDt`, when given.
     pub value_date: Option<String>,
     /// `NtryDtls/TxDtls/Refs/EndToEndId`, when given (and not `NOTPROVIDED`).

@@ -505,7 +505,7 @@ fn new_transaction(entry: &StatementEntry, internal_account_id: String) -> NewTr
         currency: entry.currency,
         direction: transaction_direction(entry.direction),
         as_of_date: entry.booking_date.clone(),
-        as_of_time: None,
+        as_of_time: entry.booking_time.clone(),
         transaction_type: entry
             .rail
             .clone()

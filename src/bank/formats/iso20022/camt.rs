@@ -177,6 +177,7 @@ struct Entry {
     direction: Option<EntryDirection>,
     status: Option<String>,
     booking_date: Option<String>,
+    booking_time: Option<String>,
     value_date: Option<String>,
     entry_ref: Option<String>,
     servicer_ref: Option<String>,
@@ -349,7 +350,8 @@ impl Reader {
             "/RvslInd" => entry.reversal = text == "true" || text == "1",
             "/Sts/Cd" | "/Sts/Prtry" => entry.status = Some(text.to_owned()),
             "/Sts" if !text.is_empty() => entry.status = Some(text.to_owned()),
-            "/BookgDt/Dt" | "/BookgDt/DtTm" => entry.booking_date = Some(iso_date(text)?),
+            "/BookgDt/Dt" => entry.booking_date = Some(iso_date(text)?),
+            "/BookgDt/DtTm" => (entry.booking_date, entry.booking_time) = (Some(iso_date(text)?), iso_time(text)?),
             "/ValDt/Dt" | "/ValDt/DtTm" => entry.value_date = Some(iso_date(text)?),
             "/NtryRef" => entry.entry_ref = value(),
             "/AcctSvcrRef" => entry.servicer_ref = value(),
@@ -400,6 +402,7 @@ impl Reader {
             currency,
             direction,
             booking_date,
+            booking_time: entry.booking_time.clone(),
             value_date: entry.value_date.clone(),
             end_to_end_id: None,
             ach_trace_number: None,
@@ -668,7 +671,14 @@ fn write_entry<W: Write>(xml: &mut XmlWriter<W>, entry: &StatementEntry, amount:
     xml.open("Sts")?;
     xml.leaf("Cd", "BOOK")?;
     xml.close("Sts")?;
-    date(xml, "BookgDt", &entry.booking_date)?;
+    match &entry.booking_time {
+        Some(time) => {
+            xml.open("BookgDt")?;
+            xml.leaf("DtTm", &format!("{}T{time}", entry.booking_date))?;
+            xml.close("BookgDt")?;
+        }
+        None => date(xml, "BookgDt", &entry.booking_date)?,
+    }
     if let Some(value_date) = &entry.value_date {
         date(xml, "ValDt", value_date)?;
     }
@@ -790,6 +800,7 @@ pub(crate) mod tests {
             currency: usd(),
             direction,
             booking_date: "2026-07-02".into(),
+            booking_time: None,
             value_date: None,
             end_to_end_id: None,
             ach_trace_number: None,
@@ -832,6 +843,7 @@ pub(crate) mod tests {
             Answer::Entry(StatementEntry {
                 end_to_end_id: Some("01920dfa78547011a1ff441cc96a09e9".into()),
                 bank_reference: Some("FED20260702".into()),
+                booking_time: Some("14:31:00".into()),
                 description: "Invoice 42".into(),
                 rail: Some("wire".into()),
                 reversal: false,
@@ -936,6 +948,13 @@ pub(crate) mod tests {
         assert!(read(unknown.as_bytes(), AnswerFormat::Camt053).is_err());
         let no_date = SAMPLE_053.replace("<BookgDt><Dt>2026-07-02</Dt></BookgDt>\n        <ValDt>", "<ValDt>");
         assert!(read(no_date.as_bytes(), AnswerFormat::Camt053).unwrap_err().message.contains("without BookgDt"));
+        // Found by the time audit: a booking time the bank gives is the transaction's as_of_time,
+        // the clock time as written; the date stays the one written.
+        let timed =
+            SAMPLE_053.replace("<BookgDt><Dt>2026-07-02</Dt></BookgDt>", "<BookgDt><DtTm>2026-07-02T21:00:00-05:00</DtTm></BookgDt>");
+        let file = read(timed.as_bytes(), AnswerFormat::Camt053).unwrap();
+        let Some(Answer::Entry(first)) = file.answers.iter().find(|a| matches!(a, Answer::Entry(_))) else { panic!("no entry") };
+        assert_eq!((first.booking_date.as_str(), first.booking_time.as_deref()), ("2026-07-02", Some("21:00:00")));
         let wrong_root = SAMPLE_053.replace("BkToCstmrStmt", "BkToCstmrAcctRpt");
         assert!(read(wrong_root.as_bytes(), AnswerFormat::Camt053).is_err());
     }
@@ -962,6 +981,7 @@ pub(crate) mod tests {
                 end_to_end_id: Some("01920dfa78547011a1ff441cc96a09e9".into()),
                 bank_reference: Some("R2".into()),
                 value_date: Some("2026-07-03".into()),
+                booking_time: Some("21:00:00".into()),
                 rail: Some("rtp".into()),
                 reversal: false,
                 return_code: None,
