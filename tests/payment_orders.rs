@@ -332,6 +332,51 @@ async fn e3_fixed_fields_cannot_change() {
 }
 
 on_both_stores! {
+/// Found by the SDK audit: nine fields of MT's update request were answered 200 and left as they
+/// were, with no event. Each is applied (or refused naming it); `reconciliation_status` also on
+/// an order that is no longer editable, since it is the client's bookkeeping.
+#[tokio::test]
+async fn e3_every_update_field_of_mt_s_request_is_applied() {
+    let server = fast_bank().await;
+    let key = server.key().await;
+    let originating = internal_account(&server, &key, "USD").await;
+    let (_, receiving) = counterparty(&server, &key).await;
+    let mut body = order(&originating, &receiving, 100);
+    body["process_after"] = json!("2099-01-01T00:00:00Z");
+    let id = create_order(&server, &key, &body).await["id"].as_str().unwrap().to_owned();
+    let edits = json!({
+        "ultimate_originating_party_name": "Ult O", "ultimate_originating_party_identifier": "UO-1",
+        "ultimate_receiving_party_name": "Ult R", "ultimate_receiving_party_identifier": "UR-1",
+        "charge_bearer": "shared", "foreign_exchange_indicator": "fixed_to_variable",
+        "foreign_exchange_contract": "FX-42", "reconciliation_status": "tentatively_reconciled",
+    });
+    let (status, patched) = patch_order(&server, &key, &id, &edits).await;
+    assert_eq!(status, 200, "{patched}");
+    for (field, value) in edits.as_object().unwrap() {
+        assert_eq!(&patched[field], value, "{field}");
+    }
+    let address = json!({"line1": "1 Main St", "locality": "Springfield", "region": "IL", "postal_code": "62701", "country": "US"});
+    let (status, patched) = patch_order(&server, &key, &id, &json!({"originating_party_address": address})).await;
+    assert_eq!((status, &patched["originating_party_address"]["line1"]), (200, &json!("1 Main St")), "{patched}");
+    assert_eq!(get_order(&server, &key, &id).await, patched);
+    assert_eq!(event_names(&server, &key, &id).await, ["created", "updated", "updated"]);
+    for (field, value) in [("charge_bearer", json!("nobody")), ("reconciliation_status", json!("done")), ("ultimate_receiving_party_name", json!(""))] {
+        let (status, body) = patch_order(&server, &key, &id, &json!({ field: value })).await;
+        assert_error(status, &body, 422, "parameter_invalid");
+        assert_eq!(body["errors"]["parameter"], field);
+    }
+    // Completed (and so reconciled by its settlement), its reconciliation can still change, and
+    // nothing else.
+    patch_order(&server, &key, &id, &json!({"process_after": null})).await;
+    wait_for_status(&server, &key, &id, "completed").await;
+    let (status, done) = patch_order(&server, &key, &id, &json!({"reconciliation_status": "tentatively_reconciled"})).await;
+    assert_eq!((status, &done["reconciliation_status"]), (200, &json!("tentatively_reconciled")), "{done}");
+    let (status, body) = patch_order(&server, &key, &id, &json!({"charge_bearer": "debtor"})).await;
+    assert_error(status, &body, 422, "parameter_invalid");
+}
+}
+
+on_both_stores! {
 #[tokio::test]
 async fn sandbox_bank_completes_an_order_with_an_event_per_step() {
     let server = fast_bank().await;

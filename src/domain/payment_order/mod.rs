@@ -284,6 +284,27 @@ pub struct PaymentOrderPatch {
     pub subtype: Option<Option<String>>,
     #[serde(default, deserialize_with = "nullable")]
     pub originating_party_name: Option<Option<String>>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub originating_party_address: Option<Option<AddressInput>>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub ultimate_originating_party_name: Option<Option<String>>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub ultimate_originating_party_identifier: Option<Option<String>>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub ultimate_receiving_party_name: Option<Option<String>>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub ultimate_receiving_party_identifier: Option<Option<String>>,
+    #[serde(default, deserialize_with = "nullable")]
+    #[schema(schema_with = schema::charge_bearer_or_null)]
+    pub charge_bearer: Option<Option<String>>,
+    #[serde(default, deserialize_with = "nullable")]
+    #[schema(schema_with = schema::foreign_exchange_indicator_or_null)]
+    pub foreign_exchange_indicator: Option<Option<String>>,
+    #[serde(default, deserialize_with = "nullable")]
+    pub foreign_exchange_contract: Option<Option<String>>,
+    /// Editable whatever the order's status: it is the client's own bookkeeping.
+    #[schema(schema_with = schema::reconciliation_status_or_null)]
+    pub reconciliation_status: Option<String>,
     #[serde(rename = "type")]
     #[schema(ignore)]
     pub payment_type: Option<String>,

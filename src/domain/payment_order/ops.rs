@@ -509,6 +509,14 @@ fn first_edit(patch: &PaymentOrderPatch) -> Option<&'static str> {
         ("nsf_protected", patch.nsf_protected.is_some()),
         ("subtype", patch.subtype.is_some()),
         ("originating_party_name", patch.originating_party_name.is_some()),
+        ("originating_party_address", patch.originating_party_address.is_some()),
+        ("ultimate_originating_party_name", patch.ultimate_originating_party_name.is_some()),
+        ("ultimate_originating_party_identifier", patch.ultimate_originating_party_identifier.is_some()),
+        ("ultimate_receiving_party_name", patch.ultimate_receiving_party_name.is_some()),
+        ("ultimate_receiving_party_identifier", patch.ultimate_receiving_party_identifier.is_some()),
+        ("charge_bearer", patch.charge_bearer.is_some()),
+        ("foreign_exchange_indicator", patch.foreign_exchange_indicator.is_some()),
+        ("foreign_exchange_contract", patch.foreign_exchange_contract.is_some()),
     ]
     .into_iter()
     .find_map(|(name, present)| present.then_some(name))
@@ -561,6 +569,49 @@ fn apply_edits(order: &mut PaymentOrder, patch: &PaymentOrderPatch) -> Result<()
     if let Some(value) = &patch.originating_party_name {
         order.originating_party_name = text("originating_party_name", value, TEXT_LEN_MAX)?;
     }
+    if let Some(value) = &patch.originating_party_address {
+        order.originating_party_address = party_address(value.as_ref(), Stamp { live_mode: order.live_mode, now: order.updated_at })?;
+    }
+    apply_party_edits(order, patch)?;
+    if let Some(value) = &patch.charge_bearer {
+        order.charge_bearer = opt_enum("charge_bearer", value.as_deref(), CHARGE_BEARERS)?;
+    }
+    if let Some(value) = &patch.foreign_exchange_indicator {
+        order.foreign_exchange_indicator = opt_enum("foreign_exchange_indicator", value.as_deref(), FX_INDICATORS)?;
+    }
+    if let Some(value) = &patch.foreign_exchange_contract {
+        order.foreign_exchange_contract = text("foreign_exchange_contract", value, TEXT_LEN_MAX)?;
+    }
+    Ok(())
+}
+
+/// Sets the `reconciliation_status` a PATCH asks for, whatever the order's status (it is the
+/// client's bookkeeping, not the bank's); whether it changed.
+fn edit_reconciliation(order: &mut PaymentOrder, patch: &PaymentOrderPatch) -> Result<bool> {
+    let Some(wanted) = &patch.reconciliation_status else { return Ok(false) };
+    let wanted = validate::one_of("reconciliation_status", wanted, RECONCILIATION_STATUSES)?;
+    let changed = wanted != order.reconciliation_status;
+    order.reconciliation_status = wanted;
+    Ok(changed)
+}
+
+/// The ultimate parties' names and identifiers a PATCH sets.
+fn apply_party_edits(order: &mut PaymentOrder, patch: &PaymentOrderPatch) -> Result<()> {
+    let fields = [
+        ("ultimate_originating_party_name", &patch.ultimate_originating_party_name, &mut order.ultimate_originating_party_name),
+        (
+            "ultimate_originating_party_identifier",
+            &patch.ultimate_originating_party_identifier,
+            &mut order.ultimate_originating_party_identifier,
+        ),
+        ("ultimate_receiving_party_name", &patch.ultimate_receiving_party_name, &mut order.ultimate_receiving_party_name),
+        ("ultimate_receiving_party_identifier", &patch.ultimate_receiving_party_identifier, &mut order.ultimate_receiving_party_identifier),
+    ];
+    for (param, given, field) in fields {
+        if let Some(value) = given {
+            *field = validate::opt_text(param, value.as_deref(), TEXT_LEN_MAX)?;
+        }
+    }
     Ok(())
 }
 
@@ -589,11 +640,12 @@ pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &Paymen
                 recheck_rails(ctx, &order).await?;
             }
         }
+        let reconciled = edit_reconciliation(&mut order, patch)?;
         let moved = match target {
             Some(to) if to != current => Some(current.transition(to, Actor::Client)?),
             _ => None,
         };
-        if edit.is_none() && moved.is_none() {
+        if edit.is_none() && !reconciled && moved.is_none() {
             return Ok(stored.doc);
         }
         if let Some(to) = moved {
@@ -603,7 +655,7 @@ pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &Paymen
         let json = to_json(&order)?;
         let mut batch = WriteBatch::new();
         batch.push(Write::Replace { record: record(ctx, &order, json.clone()), expected_version: stored.version });
-        if edit.is_some() {
+        if edit.is_some() || reconciled {
             batch.push(Write::Insert(event::record(ctx.scope, KIND, "updated", id, &json, ctx.now)?));
         }
         if let Some(to) = moved {
@@ -619,8 +671,9 @@ pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &Paymen
 /// What of an order its rail checks and a PATCH may change: an edit of anything else (a
 /// description, metadata) is not held to the rail, so it never fails for a reason it did not
 /// cause (a receiving account changed since, which the cut-off finds).
-fn rail_fields(order: &PaymentOrder) -> (i64, Option<&str>, Priority, Option<&str>) {
-    (order.amount.minor_units(), order.subtype.as_deref(), order.priority, order.remittance_information.as_deref())
+fn rail_fields(order: &PaymentOrder) -> (i64, Option<&str>, Priority, Option<&str>, Option<&str>) {
+    let texts = (order.remittance_information.as_deref(), order.charge_bearer.as_deref());
+    (order.amount.minor_units(), order.subtype.as_deref(), order.priority, texts.0, texts.1)
 }
 
 /// Asks the rails again whether they can carry `order` as a PATCH left it (SPEC B3): an edit
