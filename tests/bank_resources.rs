@@ -680,6 +680,9 @@ async fn b7_simulated_incoming_payment_reconciles_an_expected_payment() {
         (json!({"amount": 1, "internal_account_id": "nope"}), "internal_account_id"),
         (json!({"amount": 1, "internal_account_id": account, "type": "card"}), "type"),
         (json!({"amount": 1, "internal_account_id": account, "virtual_account_id": "va"}), "virtual_account_id"),
+        // Found by the SDK audit: EUR money booked on a USD account.
+        (json!({"amount": 1, "internal_account_id": account, "currency": "EUR"}), "currency"),
+        (json!({"amount": 1, "internal_account_id": account, "currency": "XXQ"}), "currency"),
     ] {
         let (status, reply) = post(&server, &key, path, &body).await;
         assert_422(status, &reply, param);

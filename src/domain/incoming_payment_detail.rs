@@ -152,7 +152,6 @@ async fn build(ctx: &Ctx<'_>, batch: &mut WriteBatch, input: &SimulationInput) -
     let payment_type = validate::one_of("type", input.payment_type.as_deref().unwrap_or("ach"), TYPES)?;
     let direction = Direction::parse("direction", input.direction.as_deref().unwrap_or("credit"))?;
     let amount = Amount::parse("amount", input.amount.ok_or_else(|| Error::missing("amount"))?)?.minor_units();
-    let currency = input.currency.as_deref().map(|c| Currency::parse("currency", c)).transpose()?;
     let as_of_date = match &input.as_of_date {
         Some(day) => date("as_of_date", day)?,
         None => ctx.now.to_string()[..10].to_owned(),
@@ -165,6 +164,12 @@ async fn build(ctx: &Ctx<'_>, batch: &mut WriteBatch, input: &SimulationInput) -
     };
     let account_id = input.internal_account_id.as_deref().ok_or_else(|| Error::missing("internal_account_id"))?;
     let account = internal_account::parse(&require(ctx, batch, kinds::INTERNAL_ACCOUNT, account_id, "internal_account_id").await?)?;
+    let currency = validate::account_currency(
+        input.currency.as_deref(),
+        account.currency,
+        "the internal account's",
+        "an account's transactions are all in its own currency",
+    )?;
     Ok(IncomingPaymentDetail {
         id: new_id(),
         object: KIND.into(),
@@ -180,7 +185,7 @@ async fn build(ctx: &Ctx<'_>, batch: &mut WriteBatch, input: &SimulationInput) -
         payment_type,
         data,
         amount,
-        currency: currency.unwrap_or(account.currency),
+        currency,
         direction,
         status: "completed".into(),
         metadata: Metadata::new(),
