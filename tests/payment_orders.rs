@@ -342,8 +342,14 @@ async fn e3_every_update_field_of_mt_s_request_is_applied() {
     let originating = internal_account(&server, &key, "USD").await;
     let (_, receiving) = counterparty(&server, &key).await;
     let mut body = order(&originating, &receiving, 100);
-    body["process_after"] = json!("2099-01-01T00:00:00Z");
-    let id = create_order(&server, &key, &body).await["id"].as_str().unwrap().to_owned();
+    // A Python datetime without a time zone comes as a date-time without an offset: UTC, as on
+    // every other date-time Payrail reads.
+    body["process_after"] = json!("2099-01-01T00:00:00");
+    let created = create_order(&server, &key, &body).await;
+    assert!(created["process_after"].as_str().unwrap().starts_with("2099-01-01T00:00:00"), "{created}");
+    let id = created["id"].as_str().unwrap().to_owned();
+    let (status, patched) = patch_order(&server, &key, &id, &json!({"expires_at": "2099-02-01T12:30:00"})).await;
+    assert!(status == 200 && patched["expires_at"].as_str().unwrap().starts_with("2099-02-01T12:30:00"), "{patched}");
     let edits = json!({
         "ultimate_originating_party_name": "Ult O", "ultimate_originating_party_identifier": "UO-1",
         "ultimate_receiving_party_name": "Ult R", "ultimate_receiving_party_identifier": "UR-1",
@@ -359,7 +365,7 @@ async fn e3_every_update_field_of_mt_s_request_is_applied() {
     let (status, patched) = patch_order(&server, &key, &id, &json!({"originating_party_address": address})).await;
     assert_eq!((status, &patched["originating_party_address"]["line1"]), (200, &json!("1 Main St")), "{patched}");
     assert_eq!(get_order(&server, &key, &id).await, patched);
-    assert_eq!(event_names(&server, &key, &id).await, ["created", "updated", "updated"]);
+    assert_eq!(event_names(&server, &key, &id).await, ["created", "updated", "updated", "updated"]);
     for (field, value) in [("charge_bearer", json!("nobody")), ("reconciliation_status", json!("done")), ("ultimate_receiving_party_name", json!(""))] {
         let (status, body) = patch_order(&server, &key, &id, &json!({ field: value })).await;
         assert_error(status, &body, 422, "parameter_invalid");

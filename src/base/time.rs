@@ -38,6 +38,12 @@ impl Timestamp {
         let parsed = OffsetDateTime::parse(text, &Rfc3339).ok()?;
         i64::try_from(parsed.unix_timestamp_nanos() / 1_000).ok().map(Timestamp)
     }
+
+    /// Parses RFC 3339, or a date-time written without an offset, read as UTC: the SDKs send a
+    /// Python `datetime` without a time zone (`datetime.utcnow()`) that way.
+    pub fn parse_rfc3339_or_utc(text: &str) -> Option<Self> {
+        Self::parse_rfc3339(text).or_else(|| Self::parse_rfc3339(&format!("{text}Z")))
+    }
 }
 
 /// Length of `YYYY-MM-DDTHH:MM:SS.ffffffZ`.

@@ -55,7 +55,7 @@ pub fn contains(name: &str, value: Option<&str>) -> Option<Filter> {
 /// lower bound, its last for an upper one), or a date-time without offset (read as UTC).
 pub fn time_bound(param: &str, value: Option<&str>, upper: bool) -> Result<Option<Timestamp>> {
     let Some(text) = value.filter(|v| !v.is_empty()) else { return Ok(None) };
-    let parsed = Timestamp::parse_rfc3339(text).or_else(|| Timestamp::parse_rfc3339(&format!("{text}Z"))).or_else(|| {
+    let parsed = Timestamp::parse_rfc3339_or_utc(text).or_else(|| {
         let day_start = Timestamp::parse_rfc3339(&format!("{text}T00:00:00Z"))?;
         Some(if upper { day_start.plus_secs(86_400).plus_micros(-1) } else { day_start })
     });

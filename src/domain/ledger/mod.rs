@@ -282,9 +282,8 @@ pub fn date_of(at: Timestamp) -> String {
 pub fn effective_at(param: &str, text: &str) -> Result<Timestamp> {
     // A date-time without an offset is read as UTC, as the list filters and `balances[...]` read
     // it (`datetime.utcnow()` in Python sends one).
-    let at = Timestamp::parse_rfc3339(text)
-        .or_else(|| Timestamp::parse_rfc3339(&format!("{text}Z")))
-        .ok_or_else(|| Error::invalid(param, format!("{param} must be an RFC 3339 date-time")))?;
+    let at =
+        Timestamp::parse_rfc3339_or_utc(text).ok_or_else(|| Error::invalid(param, format!("{param} must be an RFC 3339 date-time")))?;
     let first = Timestamp::parse_rfc3339("0001-01-01T00:00:00Z").expect("a valid instant");
     let last = Timestamp::parse_rfc3339("9999-12-31T23:59:59.999999Z").expect("a valid instant");
     if at < first || at > last {

@@ -57,7 +57,7 @@ fn today(now: Timestamp) -> String {
 }
 
 fn instant(param: &str, text: Option<&str>) -> Result<Option<Timestamp>> {
-    text.map(|t| Timestamp::parse_rfc3339(t).ok_or_else(|| Error::invalid(param, format!("{param} must be an RFC 3339 date-time"))))
+    text.map(|t| Timestamp::parse_rfc3339_or_utc(t).ok_or_else(|| Error::invalid(param, format!("{param} must be an RFC 3339 date-time"))))
         .transpose()
 }
 
