@@ -2,7 +2,8 @@
 //!
 //! Limits (documented in the README): text fields 1 to 255 characters unless stated; metadata
 //! at most 50 pairs, keys 1 to 100 characters, values up to 500; account numbers 1 to 34 letters
-//! and digits; routing numbers checked by type (ABA checksum, SWIFT/BIC shape, sort codes...).
+//! and digits (blockchain addresses by their own shape); routing numbers checked by type (ABA
+//! checksum, SWIFT/BIC shape, sort codes...).
 
 use std::collections::BTreeMap;
 
@@ -100,7 +101,14 @@ pub fn email(param: &str, value: &str) -> Result<String> {
 
 /// An account number: letters and digits only (spaces are a common paste error: refused, not
 /// stripped, so what is stored is what the bank will see); an IBAN also passes its checksum.
+/// Blockchain addresses are longer than any bank's numbers and are held to their own shape.
 pub fn account_number(param: &str, value: &str, number_type: &str) -> Result<String> {
+    if let Some(rule) = crypto_address_rule(number_type) {
+        return match rule.0(value) {
+            true => Ok(value.to_owned()),
+            false => Err(Error::invalid(param, format!("{param} must be {} for {number_type}", rule.1))),
+        };
+    }
     let ok = !value.is_empty() && value.len() <= ACCOUNT_NUMBER_LEN_MAX && value.bytes().all(|b| b.is_ascii_alphanumeric());
     if !ok {
         return Err(Error::invalid(param, format!("{param} must be 1 to {ACCOUNT_NUMBER_LEN_MAX} letters and digits")));
@@ -109,6 +117,29 @@ pub fn account_number(param: &str, value: &str, number_type: &str) -> Result<Str
         Iban::parse(param, value)?;
     }
     Ok(value.to_owned())
+}
+
+/// A check of an address's shape, and how a refusal describes the shape.
+type AddressRule = (fn(&str) -> bool, &'static str);
+
+/// The rule of a blockchain address type.
+fn crypto_address_rule(number_type: &str) -> Option<AddressRule> {
+    fn evm(value: &str) -> bool {
+        value.len() == 42 && value.starts_with("0x") && value[2..].bytes().all(|b| b.is_ascii_hexdigit())
+    }
+    fn solana(value: &str) -> bool {
+        let base58 = |b: u8| b.is_ascii_alphanumeric() && !matches!(b, b'0' | b'O' | b'I' | b'l');
+        (32..=44).contains(&value.len()) && value.bytes().all(base58)
+    }
+    fn wallet(value: &str) -> bool {
+        (1..=100).contains(&value.len()) && value.bytes().all(|b| b.is_ascii_alphanumeric())
+    }
+    match number_type {
+        "ethereum_address" | "base_address" | "polygon_address" => Some((evm, "0x and 40 hexadecimal digits")),
+        "solana_address" => Some((solana, "32 to 44 base58 characters")),
+        "wallet_address" => Some((wallet, "1 to 100 letters and digits")),
+        _ => None,
+    }
 }
 
 /// A routing number, checked as its type requires.
@@ -146,6 +177,22 @@ pub fn account_currency(given: Option<&str>, account: Currency, whose: &str, why
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn blockchain_addresses_have_their_own_shapes() {
+        let evm = "0x52908400098527886E0F7030069857D2E4169EE7";
+        for kind in ["ethereum_address", "base_address", "polygon_address"] {
+            assert_eq!(account_number("a", evm, kind).unwrap(), evm, "{kind}");
+            assert!(account_number("a", &evm[..41], kind).is_err(), "{kind}: one digit short");
+            assert!(account_number("a", &evm.replace("0x", "0y"), kind).is_err(), "{kind}: no 0x");
+        }
+        let solana = "4Nd1mBQtrMJVYVfKf2PJy9NZUZdTAsp7D4xWLs4gDB4T";
+        assert!(account_number("a", solana, "solana_address").is_ok());
+        assert!(account_number("a", &solana.replace('4', "0"), "solana_address").is_err(), "0 is not base58");
+        assert!(account_number("a", &"w".repeat(100), "wallet_address").is_ok());
+        assert!(account_number("a", &"w".repeat(101), "wallet_address").is_err());
+        assert!(account_number("a", evm, "other").is_err(), "a bank's number stays at most 34");
+    }
 
     #[test]
     fn aba_checksum() {
