@@ -514,6 +514,16 @@ async fn e_expected_payments_crud_shape_and_bad_input() {
         let (status, body) = get(&server, &key, &format!("/api/expected_payments{query}")).await;
         assert_422(status, &body, param);
     }
+    // Found by the SDK audit: MT's newer form gives the terms in one rule variable alone.
+    let only_rule = json!({"amount_lower_bound": 7, "amount_upper_bound": 9, "direction": "credit", "internal_account_id": account, "type": "wire"});
+    let (status, third) = post(&server, &key, "/api/expected_payments", &json!({"reconciliation_rule_variables": [only_rule]})).await;
+    assert_eq!(status, 201, "{third}");
+    let terms = ["amount_lower_bound", "amount_upper_bound", "direction", "internal_account_id", "type"];
+    assert_eq!(terms.map(|t| third[t].clone()), terms.map(|t| only_rule[t].clone()), "{third}");
+    let (status, body) = post(&server, &key, "/api/expected_payments", &json!({"reconciliation_rule_variables": [only_rule, only_rule]})).await;
+    assert_422(status, &body, "reconciliation_rule_variables");
+    let (status, _) = json(server.delete(&format!("/api/expected_payments/{}", third["id"].as_str().unwrap()), &key).send().await.unwrap()).await;
+    assert_eq!(status, 200);
 
     let (status, patched) = json(server.patch(&path, &key, &json!({"description": null, "amount_upper_bound": 1200,
         "metadata": {"invoice": null, "po": "7"}})).send().await.unwrap()).await;

@@ -223,6 +223,44 @@ fn rule_variable(param: &str, item: &Value, currency: Currency) -> Result<Value>
     Ok(Value::Object(out))
 }
 
+/// MT's newer form gives the match terms in a reconciliation rule variable instead of at the top
+/// level: the terms the top level lacks are taken from it. Payrail matches an expected payment
+/// on one set of terms, so with several variables the top level must give them.
+fn with_rule_terms(input: &ExpectedPaymentInput) -> Result<std::borrow::Cow<'_, ExpectedPaymentInput>> {
+    use std::borrow::Cow;
+    let complete = input.amount_upper_bound.is_some()
+        && input.amount_lower_bound.is_some()
+        && input.direction.is_some()
+        && input.internal_account_id.is_some();
+    let Some(Value::Array(variables)) = input.reconciliation_rule_variables.as_ref().filter(|_| !complete) else {
+        return Ok(Cow::Borrowed(input));
+    };
+    let variable = match variables.as_slice() {
+        [Value::Object(variable)] => variable,
+        [_, _, ..] => {
+            return Err(Error::invalid(
+                "reconciliation_rule_variables",
+                "Payrail matches an expected payment on one set of terms: with several reconciliation_rule_variables, \
+                 give amount_lower_bound, amount_upper_bound, direction and internal_account_id as well",
+            ));
+        }
+        _ => return Ok(Cow::Borrowed(input)),
+    };
+    let text = |key: &str| variable.get(key).and_then(Value::as_str).map(str::to_owned);
+    let amount = |key: &str| variable.get(key).and_then(Value::as_i64);
+    let mut out = input.clone();
+    out.amount_upper_bound = out.amount_upper_bound.or_else(|| amount("amount_upper_bound"));
+    out.amount_lower_bound = out.amount_lower_bound.or_else(|| amount("amount_lower_bound"));
+    out.direction = out.direction.or_else(|| text("direction"));
+    out.internal_account_id = out.internal_account_id.or_else(|| text("internal_account_id"));
+    out.payment_type = out.payment_type.or_else(|| text("type"));
+    out.currency = out.currency.or_else(|| text("currency"));
+    out.date_upper_bound = out.date_upper_bound.or_else(|| text("date_upper_bound"));
+    out.date_lower_bound = out.date_lower_bound.or_else(|| text("date_lower_bound"));
+    out.counterparty_id = out.counterparty_id.or_else(|| text("counterparty_id"));
+    Ok(Cow::Owned(out))
+}
+
 /// Checked bounds: amounts and dates, each lower at or below its upper.
 fn bounds(input: &ExpectedPaymentInput) -> Result<(i64, i64, Option<String>, Option<String>)> {
     let upper = bound("amount_upper_bound", input.amount_upper_bound)?;
@@ -546,7 +584,8 @@ pub async fn reconcile(ctx: &Ctx<'_>, batch: &mut WriteBatch, transaction: &mut 
 
 pub async fn create(ctx: &Ctx<'_>, commit: &dyn Commit, input: &ExpectedPaymentInput) -> Result<String> {
     let mut batch = WriteBatch::new();
-    let expected = build(ctx, &mut batch, input, new_id(), ctx.now).await?;
+    let input = with_rule_terms(input)?;
+    let expected = build(ctx, &mut batch, &input, new_id(), ctx.now).await?;
     let json = to_json(&expected)?;
     batch.push(Write::Insert(expected.record(ctx.scope, json.clone())));
     batch.push(Write::Insert(event::record(ctx.scope, KIND, "created", &expected.id, &json, ctx.now)?));
