@@ -695,6 +695,11 @@ pub async fn delete(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str) -> Result<Stri
     retry_on_conflict(|| async {
         let stored = ctx.store.get(KIND, ctx.scope, id).await?.ok_or_else(|| Error::not_found("expected payment"))?;
         let mut expected = parse(&stored)?;
+        if expected.status == "archived" {
+            // A retried delete whose first reply was lost (the SDKs retry one): what it asked for
+            // is done, so it answers as the first did and changes nothing.
+            return Ok(stored.doc);
+        }
         only_unreconciled(&expected, "deleted")?;
         expected.status = "archived".into();
         expected.updated_at = ctx.now;
