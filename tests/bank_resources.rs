@@ -522,6 +522,15 @@ async fn e_expected_payments_crud_shape_and_bad_input() {
     assert_eq!(terms.map(|t| third[t].clone()), terms.map(|t| only_rule[t].clone()), "{third}");
     let (status, body) = post(&server, &key, "/api/expected_payments", &json!({"reconciliation_rule_variables": [only_rule, only_rule]})).await;
     assert_422(status, &body, "reconciliation_rule_variables");
+    // Found by the re-audit: a rule variable that says other terms than the ones Payrail matches
+    // on was kept, on create beside top-level terms and on a PATCH.
+    let (status, body) = post(&server, &key, "/api/expected_payments",
+        &json!({"amount_lower_bound": 999, "amount_upper_bound": 999, "reconciliation_rule_variables": [only_rule]})).await;
+    assert_422(status, &body, "reconciliation_rule_variables[0].amount_lower_bound");
+    let contrary = json!({"amount_lower_bound": 7, "amount_upper_bound": 9, "direction": "debit", "internal_account_id": account});
+    let (status, body) = json(server.patch(&format!("/api/expected_payments/{}", third["id"].as_str().unwrap()), &key,
+        &json!({"reconciliation_rule_variables": [contrary]})).send().await.unwrap()).await;
+    assert_422(status, &body, "reconciliation_rule_variables[0].direction");
     let (status, _) = json(server.delete(&format!("/api/expected_payments/{}", third["id"].as_str().unwrap()), &key).send().await.unwrap()).await;
     assert_eq!(status, 200);
 

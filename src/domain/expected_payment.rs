@@ -312,7 +312,7 @@ async fn build(
         "an expected payment is matched only to that account's transactions, which are in its currency",
     )?;
     let variables = rule_variables(input.reconciliation_rule_variables.as_ref(), currency)?;
-    Ok(ExpectedPayment {
+    let expected = ExpectedPayment {
         id,
         object: KIND.into(),
         live_mode: ctx.scope.live_mode,
@@ -344,7 +344,44 @@ async fn build(
         status: "unreconciled".into(),
         reconciliation_method: None,
         ledger_transaction_id: None,
-    })
+    };
+    variables_agree(&expected)?;
+    Ok(expected)
+}
+
+/// Payrail reconciles by an expected payment's own terms, so a rule variable that says other
+/// terms would report a match the payment never makes: each term a variable gives (not null)
+/// must be the payment's.
+fn variables_agree(expected: &ExpectedPayment) -> Result<()> {
+    let Some(Value::Array(items)) = &expected.reconciliation_rule_variables else { return Ok(()) };
+    let own = [
+        ("amount_lower_bound", Value::from(expected.amount_lower_bound)),
+        ("amount_upper_bound", Value::from(expected.amount_upper_bound)),
+        ("direction", Value::from(expected.direction.as_str())),
+        ("internal_account_id", Value::from(expected.internal_account_id.as_str())),
+        ("currency", Value::from(expected.currency.code())),
+        ("type", expected.payment_type.map_or(Value::Null, |t| Value::from(t.as_str()))),
+        ("date_lower_bound", expected.date_lower_bound.clone().map_or(Value::Null, Value::from)),
+        ("date_upper_bound", expected.date_upper_bound.clone().map_or(Value::Null, Value::from)),
+        ("counterparty_id", expected.counterparty_id.clone().map_or(Value::Null, Value::from)),
+    ];
+    for (i, item) in items.iter().enumerate() {
+        for (key, value) in &own {
+            match item.get(*key) {
+                Some(given) if !given.is_null() && given != value => {
+                    let param = format!("reconciliation_rule_variables[{i}].{key}");
+                    return Err(Error::invalid(
+                        &param,
+                        format!(
+                            "{param} is {given} but the expected payment's {key} is {value}: Payrail reconciles by the expected payment's own terms, so its rule variables must agree with them"
+                        ),
+                    ));
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
 }
 
 impl ExpectedPayment {
