@@ -70,18 +70,23 @@ pub fn is_banking_day(date: Date) -> bool {
     !matches!(date.weekday(), Weekday::Saturday | Weekday::Sunday) && !is_observed_holiday(date)
 }
 
+/// The first day from `date` on (itself included) that `open` says a calendar is open.
+fn first_open_from(date: Date, open: fn(Date) -> bool) -> Date {
+    let mut day = date;
+    while !open(day) {
+        day = day.next_day().expect("dates before year 9999");
+    }
+    day
+}
+
 /// The first banking day strictly after `date`.
 pub fn next_banking_day(date: Date) -> Date {
-    let mut next = date.next_day().expect("dates before year 9999");
-    while !is_banking_day(next) {
-        next = next.next_day().expect("dates before year 9999");
-    }
-    next
+    first_open_from(date.next_day().expect("dates before year 9999"), is_banking_day)
 }
 
 /// `date` if it is a banking day, else the first banking day after it.
 pub fn banking_day_on_or_after(date: Date) -> Date {
-    if is_banking_day(date) { date } else { next_banking_day(date) }
+    first_open_from(date, is_banking_day)
 }
 
 /// Easter Sunday of `year` (the Gregorian computus, Meeus/Jones/Butcher).
@@ -116,11 +121,7 @@ pub fn is_target_day(date: Date) -> bool {
 
 /// `date` if it is a TARGET2 business day, else the first one after it.
 pub fn target_day_on_or_after(date: Date) -> Date {
-    let mut day = date;
-    while !is_target_day(day) {
-        day = day.next_day().expect("dates before year 9999");
-    }
-    day
+    first_open_from(date, is_target_day)
 }
 
 /// New York's UTC offset at `instant`: EDT (-4) from the second Sunday of March 02:00 EST to

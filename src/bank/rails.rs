@@ -25,7 +25,7 @@ use crate::base::api_key::Scope;
 use crate::domain::bank_id::Bic;
 use crate::domain::common::Address;
 use crate::domain::connection;
-use crate::domain::enums::{Direction, PaymentType, Priority};
+use crate::domain::enums::{Direction, Priority};
 use crate::domain::internal_account::InternalAccount;
 use crate::domain::payment_order::PaymentOrder;
 use crate::domain::payment_order::rails::{RailRules, ReceivingParty};
@@ -46,13 +46,7 @@ impl RailRules for BankRails {
         receiving: &ReceivingParty,
         originating: &InternalAccount,
     ) -> Result<Option<String>> {
-        let rail = match order.payment_type {
-            PaymentType::Ach => FileRail::Ach,
-            PaymentType::Wire => FileRail::Iso(Rail::Wire),
-            PaymentType::Rtp => FileRail::Iso(Rail::Rtp),
-            PaymentType::Sepa => FileRail::Iso(Rail::Sepa),
-            _ => return Ok(None),
-        };
+        let Some(rail) = FileRail::for_type(order.payment_type) else { return Ok(None) };
         let sections = Sections::of(store, scope, originating).await?;
         match rail {
             FileRail::Ach => {

@@ -48,6 +48,11 @@ impl Rail {
         Rail::ALL.into_iter().find(|r| r.as_str() == text)
     }
 
+    /// The rail whose files carry orders of `payment_type`, if any does.
+    pub fn for_type(payment_type: PaymentType) -> Option<Rail> {
+        Rail::ALL.into_iter().find(|rail| rail.payment_type() == payment_type)
+    }
+
     pub fn payment_type(self) -> PaymentType {
         match self {
             Rail::Ach => PaymentType::Ach,

@@ -99,7 +99,7 @@ impl Run<'_> {
     /// no file carries its type or the connection's time zone cannot be read.
     fn value_date(&self, order: &crate::domain::payment_order::PaymentOrder) -> Option<String> {
         use crate::domain::enums::Priority;
-        let rail = Rail::ALL.into_iter().find(|rail| rail.payment_type() == order.payment_type)?;
+        let rail = Rail::for_type(order.payment_type)?;
         if rail == Rail::Ach {
             let high = order.priority == Priority::High;
             let date = super::calendar::effective_entry_date(items::to_offset(self.now), high).date;

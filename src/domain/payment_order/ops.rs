@@ -672,8 +672,8 @@ pub async fn update(ctx: &Ctx<'_>, commit: &dyn Commit, id: &str, patch: &Paymen
 /// description, metadata) is not held to the rail, so it never fails for a reason it did not
 /// cause (a receiving account changed since, which the cut-off finds).
 fn rail_fields(order: &PaymentOrder) -> (i64, Option<&str>, Priority, Option<&str>, Option<&str>) {
-    let texts = (order.remittance_information.as_deref(), order.charge_bearer.as_deref());
-    (order.amount.minor_units(), order.subtype.as_deref(), order.priority, texts.0, texts.1)
+    let (remittance, bearer) = (order.remittance_information.as_deref(), order.charge_bearer.as_deref());
+    (order.amount.minor_units(), order.subtype.as_deref(), order.priority, remittance, bearer)
 }
 
 /// Asks the rails again whether they can carry `order` as a PATCH left it (SPEC B3): an edit

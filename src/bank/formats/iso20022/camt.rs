@@ -553,14 +553,7 @@ impl<W: Write> CamtWriter<W> {
             xml.close("Tp")?;
             xml.leaf_with("Amt", &[("Ccy", balance.currency.code())], &amount)?;
             xml.leaf("CdtDbtInd", if balance.amount < 0 { "DBIT" } else { "CRDT" })?;
-            match &balance.as_of_time {
-                Some(time) => {
-                    xml.open("Dt")?;
-                    xml.leaf("DtTm", &format!("{}T{time}", balance.as_of_date))?;
-                    xml.close("Dt")?;
-                }
-                None => date(xml, "Dt", &balance.as_of_date)?,
-            }
+            date(xml, "Dt", &balance.as_of_date, balance.as_of_time.as_deref())?;
             xml.close("Bal")
         })()
         .map_err(io_error)
@@ -651,9 +644,13 @@ fn write_start<W: Write>(xml: &mut XmlWriter<W>, header: &ReportHeader, kind: Ki
     xml.close("Acct")
 }
 
-fn date<W: Write>(xml: &mut XmlWriter<W>, tag: &str, value: &str) -> Io {
+/// `<tag><Dt>day</Dt></tag>`, or `<tag><DtTm>dayTtime</DtTm></tag>` when there is a time.
+fn date<W: Write>(xml: &mut XmlWriter<W>, tag: &str, day: &str, time: Option<&str>) -> Io {
     xml.open(tag)?;
-    xml.leaf("Dt", value)?;
+    match time {
+        Some(time) => xml.leaf("DtTm", &format!("{day}T{time}"))?,
+        None => xml.leaf("Dt", day)?,
+    }
     xml.close(tag)
 }
 
@@ -671,16 +668,9 @@ fn write_entry<W: Write>(xml: &mut XmlWriter<W>, entry: &StatementEntry, amount:
     xml.open("Sts")?;
     xml.leaf("Cd", "BOOK")?;
     xml.close("Sts")?;
-    match &entry.booking_time {
-        Some(time) => {
-            xml.open("BookgDt")?;
-            xml.leaf("DtTm", &format!("{}T{time}", entry.booking_date))?;
-            xml.close("BookgDt")?;
-        }
-        None => date(xml, "BookgDt", &entry.booking_date)?,
-    }
+    date(xml, "BookgDt", &entry.booking_date, entry.booking_time.as_deref())?;
     if let Some(value_date) = &entry.value_date {
-        date(xml, "ValDt", value_date)?;
+        date(xml, "ValDt", value_date, None)?;
     }
     write_bank_code(xml, entry)?;
     if entry.end_to_end_id.is_some() || entry.ach_trace_number.is_some() || entry.return_code.is_some() || entry.counterparty.is_some() {
